@@ -1,0 +1,49 @@
+"""Static explainers: Captum-equivalent gradient methods and attention baselines in JAX.
+
+Pure cores (:func:`saliency`, :func:`input_x_gradient`, :func:`integrated_gradients`)
+work on any ``f(x (B, T, E), mask (B, T)) -> (B, C)``; the Captum-like classes
+(:class:`Saliency`, :class:`InputXGradient`, :class:`IntegratedGradients`) bind
+arguments to them. :mod:`baselines.model_adapters` builds ``f`` for smat models.
+The result type of every explainer is :class:`smat.explainers.Saliency` (not
+re-exported here: ``baselines.Saliency`` is Captum's method name).
+"""
+
+from baselines.attention import all_layers_attention as all_layers_attention
+from baselines.attention import attention_rollout as attention_rollout
+from baselines.attention import last_layer_attention as last_layer_attention
+from baselines.attention import mean_attention as mean_attention
+from baselines.attention import random_saliency as random_saliency
+from baselines.captum_like import InputXGradient as InputXGradient
+from baselines.captum_like import IntegratedGradients as IntegratedGradients
+from baselines.captum_like import Saliency as Saliency
+from baselines.gradients import METHODS as METHODS
+from baselines.gradients import Attribution as Attribution
+from baselines.gradients import input_x_gradient as input_x_gradient
+from baselines.gradients import integrated_gradients as integrated_gradients
+from baselines.gradients import quadrature as quadrature
+from baselines.gradients import saliency as saliency
+from baselines.model_adapters import POINTS as POINTS
+from baselines.model_adapters import AttributionInputs as AttributionInputs
+from baselines.model_adapters import attribution_inputs as attribution_inputs
+from baselines.model_adapters import token_baseline as token_baseline
+
+__all__ = [
+    "METHODS",
+    "POINTS",
+    "Attribution",
+    "AttributionInputs",
+    "InputXGradient",
+    "IntegratedGradients",
+    "Saliency",
+    "all_layers_attention",
+    "attention_rollout",
+    "attribution_inputs",
+    "input_x_gradient",
+    "integrated_gradients",
+    "last_layer_attention",
+    "mean_attention",
+    "quadrature",
+    "random_saliency",
+    "saliency",
+    "token_baseline",
+]

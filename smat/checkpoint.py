@@ -1,0 +1,173 @@
+"""Atomic orbax checkpoints of parameter pytrees plus JSON metadata.
+
+A checkpoint is one directory holding three orbax items: ``state`` (the arrays),
+``metadata`` (the caller's JSON dictionary) and ``tree`` (path -> shape / dtype of every
+leaf, used to explain a mismatch before orbax sees it). It is written into a temporary
+sibling directory and renamed into place, so a crash never leaves a half-written
+checkpoint under ``path``; overwriting swaps the old directory out only after the new
+one is complete. Restoring is exact (bit-for-bit) and can target an abstract pytree
+(e.g. ``nnx.state(nnx.eval_shape(...))``) to get the caller's container types back.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+
+class Restored(NamedTuple):
+    """What :func:`restore` returns.
+
+    Attributes:
+      pytree: the restored arrays, in ``target``'s structure when a target was given,
+        else nested dictionaries.
+      metadata: the JSON dictionary given to :func:`save`.
+    """
+
+    pytree: Any
+    metadata: dict[str, Any]
+
+
+def _key_name(key: Any) -> str:
+    if isinstance(key, jax.tree_util.DictKey | jax.tree_util.FlattenedIndexKey):
+        return str(key.key)
+    if isinstance(key, jax.tree_util.GetAttrKey):
+        return key.name
+    if isinstance(key, jax.tree_util.SequenceKey):
+        return str(key.idx)
+    return str(key)
+
+
+def tree_spec(pytree: Any) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Dotted leaf path -> (shape, dtype name) of every leaf of ``pytree``.
+
+    Works for arrays and abstract leaves (``jax.ShapeDtypeStruct``) alike.
+    """
+    leaves = jax.tree_util.tree_flatten_with_path(pytree)[0]
+    return {
+        ".".join(_key_name(k) for k in path): (tuple(np.shape(leaf)), str(np.dtype(leaf.dtype)))
+        for path, leaf in leaves
+    }
+
+
+def _checkpointer() -> ocp.Checkpointer:
+    return ocp.Checkpointer(ocp.CompositeCheckpointHandler())
+
+
+def save(path: str | Path, pytree: Any, *, metadata: Mapping[str, Any],
+         overwrite: bool = False) -> Path:
+    """Saves ``pytree`` and ``metadata`` atomically under the directory ``path``.
+
+    Args:
+      path: checkpoint directory to create.
+      pytree: any pytree of arrays (e.g. an ``nnx.State`` of parameters).
+      metadata: JSON-serialisable dictionary (config, step, metrics, ...).
+      overwrite: replace an existing checkpoint at ``path``.
+
+    Returns:
+      The absolute checkpoint path.
+
+    Raises:
+      FileExistsError: ``path`` exists and ``overwrite`` is False.
+      TypeError: ``metadata`` is not a JSON-serialisable dictionary.
+    """
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+    try:
+        json.dumps(dict(metadata))
+    except TypeError as err:
+        raise TypeError(f"metadata must be JSON-serialisable: {err}") from err
+    path = Path(path).expanduser().resolve()
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"checkpoint {path} exists; pass overwrite=True to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
+    spec = {name: [list(shape), dtype] for name, (shape, dtype) in tree_spec(pytree).items()}
+    try:
+        _checkpointer().save(tmp, ocp.args.Composite(
+            state=ocp.args.StandardSave(pytree),
+            metadata=ocp.args.JsonSave(dict(metadata)),
+            tree=ocp.args.JsonSave(spec),
+        ))
+        if path.exists():
+            old = path.parent / f".{path.name}.old-{uuid.uuid4().hex}"
+            path.rename(old)
+            tmp.rename(path)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return path
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The metadata dictionary of the checkpoint at ``path`` (arrays are not read).
+
+    Raises:
+      FileNotFoundError: no checkpoint at ``path``.
+    """
+    path = _existing(path)
+    return _checkpointer().restore(path, ocp.args.Composite(
+        metadata=ocp.args.JsonRestore())).metadata
+
+
+def _existing(path: str | Path) -> Path:
+    path = Path(path).expanduser().resolve()
+    if not (path / "state").is_dir():
+        raise FileNotFoundError(f"no smat checkpoint at {path} (expected {path / 'state'})")
+    return path
+
+
+def _check_target(path: Path, target: Any) -> None:
+    saved = {name: (tuple(shape), dtype) for name, (shape, dtype) in _checkpointer().restore(
+        path, ocp.args.Composite(tree=ocp.args.JsonRestore())).tree.items()}
+    wanted = tree_spec(target)
+    problems = [f"  missing from the checkpoint: {name} {wanted[name][0]}"
+                for name in sorted(set(wanted) - set(saved))]
+    problems += [f"  not in the target: {name} {saved[name][0]}"
+                 for name in sorted(set(saved) - set(wanted))]
+    problems += [
+        f"  {name}: checkpoint {saved[name][0]} {saved[name][1]} vs target "
+        f"{wanted[name][0]} {wanted[name][1]}"
+        for name in sorted(set(saved) & set(wanted)) if saved[name] != wanted[name]
+    ]
+    if problems:
+        raise ValueError(f"checkpoint {path} does not match the target:\n" + "\n".join(problems))
+
+
+def restore(path: str | Path, *, target: Any = None) -> Restored:
+    """Restores a checkpoint written by :func:`save`.
+
+    Args:
+      path: checkpoint directory.
+      target: optional pytree (arrays or ``jax.ShapeDtypeStruct`` leaves, e.g. an abstract
+        ``nnx.State``) whose structure, shapes and dtypes the checkpoint must match.
+
+    Returns:
+      :class:`Restored` ``(pytree, metadata)``.
+
+    Raises:
+      FileNotFoundError: no checkpoint at ``path``.
+      ValueError: ``target`` does not match, listing every missing / extra leaf and every
+        shape or dtype mismatch (leaf path and both shapes).
+    """
+    path = _existing(path)
+    if target is not None:
+        _check_target(path, target)
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), target)
+        state_args = ocp.args.StandardRestore(abstract)
+    else:
+        state_args = ocp.args.StandardRestore()
+    restored = _checkpointer().restore(path, ocp.args.Composite(
+        state=state_args, metadata=ocp.args.JsonRestore()))
+    return Restored(pytree=restored.state, metadata=restored.metadata)

@@ -1,0 +1,72 @@
+"""smat.data: data sets, tokenization, seeded splits, batching and rationale alignment.
+
+Data flows: a source (`load_dataset` for any Hugging Face `datasets` source, `load_corpus` for
+the built-in offline corpora, `load_eraser` / `load_mlqe` for data with human word-level
+annotations) -> `TextDataset` -> split indices (`train_validation_test_split`, `smat_split`,
+`student_split`) -> `TextDataset.select` -> `tokenize` -> `Encoded` numpy arrays ->
+`iterate_batches`. `rationales` aligns word / character annotations with sub-word tokens.
+"""
+
+from smat.data.batching import epoch_order as epoch_order
+from smat.data.batching import iterate_batches as iterate_batches
+from smat.data.batching import num_batches as num_batches
+from smat.data.batching import take as take
+from smat.data.corpus import available_corpora as available_corpora
+from smat.data.corpus import load_corpus as load_corpus
+from smat.data.dataset import RationaleDataset as RationaleDataset
+from smat.data.dataset import TextDataset as TextDataset
+from smat.data.dataset import encode_labels as encode_labels
+from smat.data.eraser import load_eraser as load_eraser
+from smat.data.mlqe import load_mlqe as load_mlqe
+from smat.data.rationales import char_spans_to_token_mask as char_spans_to_token_mask
+from smat.data.rationales import pad_word_masks as pad_word_masks
+from smat.data.rationales import spans_to_word_mask as spans_to_word_mask
+from smat.data.rationales import token_word_ids as token_word_ids
+from smat.data.rationales import word_mask_to_token_mask as word_mask_to_token_mask
+from smat.data.rationales import word_scores as word_scores
+from smat.data.sources import load_dataset as load_dataset
+from smat.data.splits import ProtocolSplits as ProtocolSplits
+from smat.data.splits import Splits as Splits
+from smat.data.splits import StudentSplits as StudentSplits
+from smat.data.splits import smat_split as smat_split
+from smat.data.splits import student_split as student_split
+from smat.data.splits import train_validation_test_split as train_validation_test_split
+from smat.data.tokenization import Encoded as Encoded
+from smat.data.tokenization import TokenizeStats as TokenizeStats
+from smat.data.tokenization import TruncationWarning as TruncationWarning
+from smat.data.tokenization import tokenize as tokenize
+from smat.data.tokenization import tokenize_texts as tokenize_texts
+from smat.data.tokenization import tokenize_with_stats as tokenize_with_stats
+
+__all__ = [
+    "Encoded",
+    "ProtocolSplits",
+    "RationaleDataset",
+    "Splits",
+    "StudentSplits",
+    "TextDataset",
+    "TokenizeStats",
+    "TruncationWarning",
+    "available_corpora",
+    "char_spans_to_token_mask",
+    "encode_labels",
+    "epoch_order",
+    "iterate_batches",
+    "load_corpus",
+    "load_dataset",
+    "load_eraser",
+    "load_mlqe",
+    "num_batches",
+    "pad_word_masks",
+    "smat_split",
+    "spans_to_word_mask",
+    "student_split",
+    "take",
+    "token_word_ids",
+    "tokenize",
+    "tokenize_texts",
+    "tokenize_with_stats",
+    "train_validation_test_split",
+    "word_mask_to_token_mask",
+    "word_scores",
+]

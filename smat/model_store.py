@@ -1,0 +1,97 @@
+"""Trained models on disk: architecture + head description (JSON), tokenizer, orbax params.
+
+A trained-model folder is self-describing, so ``smat predict --model DIR`` or a student
+run needs nothing but the folder:
+
+    DIR/model.json    encoder config, task, num_labels, pooling, label names, max_len
+    DIR/tokenizer/    the transformers tokenizer (text models)
+    DIR/params/       orbax checkpoint of the parameters (exact round trip)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from flax import nnx
+
+from smat import checkpoint
+from smat.models import SequenceClassifier, TextConfig, ViTConfig, functional
+from smat.run_log import write_json_atomic
+
+_CONFIG_TYPES = {"text": TextConfig, "vit": ViTConfig}
+
+
+class TrainedModel(NamedTuple):
+    """A restored model: the NNX module, its tokenizer (None for ViT) and its description."""
+
+    model: SequenceClassifier
+    tokenizer: Any
+    info: dict[str, Any]
+
+
+def describe(model: SequenceClassifier, **extra: Any) -> dict[str, Any]:
+    """The JSON-able description of `model` that :func:`load` rebuilds it from."""
+    config = model.encoder.config
+    kind = next(name for name, cls in _CONFIG_TYPES.items() if isinstance(config, cls))
+    return {"encoder": kind, "encoder_config": dataclasses.asdict(config), "task": model.task,
+            "num_labels": model.num_labels, "pooling": model.pooling, **extra}
+
+
+def save(path: str | Path, model: SequenceClassifier, tokenizer: Any, *,
+         params: nnx.State | None = None, **extra: Any) -> Path:
+    """Save `model` (or `model` with `params` swapped in) as a trained-model folder.
+
+    Args:
+      path: destination folder (created; an existing model there is replaced).
+      model: the module (its structure, and its parameters unless `params` is given).
+      tokenizer: a transformers tokenizer or None.
+      params: parameters to store instead of the module's own (e.g. the best ones).
+      **extra: JSON-able facts kept in model.json (label_names, max_len, metrics, ...).
+
+    Returns:
+      The folder path.
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if params is None:
+        params = functional.split(model)[1]
+    checkpoint.save(path / "params", params, metadata={}, overwrite=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(path / "tokenizer"))
+    write_json_atomic(path / "model.json", describe(model, **extra))
+    return path
+
+
+def load(path: str | Path) -> TrainedModel:
+    """Rebuild a model saved by :func:`save`.
+
+    Raises:
+      FileNotFoundError: `path` is not a trained-model folder (no model.json).
+      ValueError: an unknown encoder kind, or stored parameters that do not fit the described
+        architecture (the checkpoint error names each key and both shapes).
+    """
+    path = Path(path)
+    if not (path / "model.json").is_file():
+        raise FileNotFoundError(f"{path} is not a smat trained-model folder (no model.json); "
+                                "train one with `smat train-teacher`")
+    info = json.loads((path / "model.json").read_text())
+    if info.get("encoder") not in _CONFIG_TYPES:
+        raise ValueError(f"{path}/model.json: unknown encoder {info.get('encoder')!r}; expected "
+                         f"one of {sorted(_CONFIG_TYPES)}")
+    config = _CONFIG_TYPES[info["encoder"]](**info["encoder_config"])
+
+    def build() -> SequenceClassifier:
+        return SequenceClassifier(config, num_labels=info["num_labels"], task=info["task"],
+                                  pooling=info["pooling"], rngs=nnx.Rngs(0))
+
+    graphdef, abstract = functional.split(nnx.eval_shape(build))
+    params, _ = checkpoint.restore(path / "params", target=abstract)
+    tokenizer = None
+    if (path / "tokenizer").is_dir():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
+    return TrainedModel(nnx.merge(graphdef, params), tokenizer, info)

@@ -1,0 +1,178 @@
+"""End-to-end jobs behind the CLI: data set -> SMaT protocol splits -> trained teacher.
+
+A job takes typed configs, writes everything under one run folder (resolved config,
+metrics, checkpoints, the trained model) and can be rerun after an interruption: finished
+work is reused, unfinished training resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from smat import model_store
+from smat.data import (
+    Encoded,
+    TextDataset,
+    load_corpus,
+    load_dataset,
+    smat_split,
+    take,
+    tokenize_with_stats,
+)
+from smat.models import from_pretrained, functional, minilm_path
+from smat.run_log import write_json_atomic
+from smat.train import TeacherTrainConfig, evaluate, train_teacher
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Where the examples come from and how they are split (SMaT protocol, DESIGN 6).
+
+    Attributes:
+      source: a built-in corpus name ("movie-snippets"), local data file(s) or a Hub id.
+      task: "classification" or "regression".
+      text_column / text_pair_column / label_column: columns of a file or Hub source.
+      split: the split of a Hub source to read.
+      max_len: fixed token length (longer texts are truncated with one warning).
+      split_seed: seed of the protocol permutation (teacher and student parts).
+      teacher_fraction: share of the rows the teacher trains (and early-stops) on.
+      student_validation_size / student_test_size: the student's held-out parts.
+    """
+
+    source: str = "movie-snippets"
+    task: str = "classification"
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    split: str = "train"
+    max_len: int = 64
+    split_seed: int = 0
+    teacher_fraction: float = 0.5
+    student_validation_size: int = 500
+    student_test_size: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.max_len < 2:
+            raise ValueError(f"DataConfig.max_len must be >= 2, got {self.max_len}")
+        if self.student_validation_size < 1 or self.student_test_size < 1:
+            raise ValueError("DataConfig.student_validation_size and student_test_size must be "
+                             f">= 1, got {self.student_validation_size} and "
+                             f"{self.student_test_size}")
+
+
+class ProtocolData(NamedTuple):
+    """Tokenized parts of one data set under the SMaT protocol."""
+
+    teacher_train: Encoded
+    teacher_validation: Encoded
+    student_train: Encoded
+    student_validation: Encoded
+    student_test: Encoded
+    dataset: TextDataset
+
+
+def load_examples(config: DataConfig) -> TextDataset:
+    """The raw examples of `config.source` (a built-in corpus, local files or a Hub id)."""
+    if config.source == "movie-snippets":
+        return load_corpus(config.source, task=config.task)
+    return load_dataset(config.source, split=config.split, text_column=config.text_column,
+                        text_pair_column=config.text_pair_column,
+                        label_column=config.label_column, task=config.task)
+
+
+def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
+                  num_examples: int = 1) -> ProtocolData:
+    """Tokenize and split a data set; the teacher parts do not depend on num_examples.
+
+    Args:
+      config: split sizes and max_len.
+      dataset: the examples (from :func:`load_examples`).
+      tokenizer: a transformers tokenizer.
+      num_examples: student training size (a prefix of the student pool).
+
+    Raises:
+      ValueError: num_examples larger than the student pool, empty or bad data (see
+        smat.data).
+    """
+    encoded, _ = tokenize_with_stats(dataset, tokenizer, max_len=config.max_len)
+    splits = smat_split(len(dataset.texts), seed=config.split_seed, num_examples=num_examples,
+                        student_validation_size=config.student_validation_size,
+                        student_test_size=config.student_test_size,
+                        teacher_fraction=config.teacher_fraction)
+    return ProtocolData(take(encoded, splits.teacher_train),
+                        take(encoded, splits.teacher_validation),
+                        take(encoded, splits.student.train),
+                        take(encoded, splits.student.validation),
+                        take(encoded, splits.student.test), dataset)
+
+
+def run_teacher(
+    *,
+    data: DataConfig,
+    train: TeacherTrainConfig,
+    model_source: str | None = None,
+    pooling: str = "scalar_mix",
+    output_dir: str | Path,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train (or resume, or reuse) a teacher and report its test metrics.
+
+    The test split is the student test split: data the teacher never saw, on which student
+    simulability is later measured. Writes `config.json`, `metrics.jsonl`, checkpoints and
+    the trained model (`model/`) under `output_dir`, and `result.json` last.
+
+    Args:
+      data: data source and splits.
+      train: teacher hyperparameters.
+      model_source: pretrained checkpoint folder or Hub id (default: the offline MiniLM-L6).
+      pooling: "scalar_mix" (paper), "cls" or "mean".
+      output_dir: run folder.
+      progress: show progress bars.
+
+    Returns:
+      The result record (also written to `result.json`): metrics, sizes, seconds.
+    """
+    output_dir = Path(output_dir)
+    if (output_dir / "result.json").is_file():
+        return json.loads((output_dir / "result.json").read_text())
+    source = str(model_source) if model_source is not None else str(minilm_path())
+    resolved = {"data": dataclasses.asdict(data), "train": dataclasses.asdict(train),
+                "model_source": source, "pooling": pooling}
+    write_json_atomic(output_dir / "config.json", resolved)
+
+    dataset = load_examples(data)
+    num_labels = dataset.num_labels if data.task == "classification" else 1
+    model, tokenizer = from_pretrained(source, task=data.task, num_labels=num_labels,
+                                       pooling=pooling, seed=train.seed)
+    parts = protocol_data(data, dataset, tokenizer)
+    result = train_teacher(model, parts.teacher_train, parts.teacher_validation,
+                           task=data.task, config=train, output_dir=output_dir / "checkpoints",
+                           progress=progress)
+    test = evaluate(functional.split(model)[0], result.params, parts.student_test, task=data.task)
+    record = {
+        "test": test, "validation": result.best_validation, "best_step": result.best_step,
+        "steps": result.steps, "train_seconds": round(result.seconds, 1),
+        "sizes": {"teacher_train": int(len(parts.teacher_train.labels)),
+                  "teacher_validation": int(len(parts.teacher_validation.labels)),
+                  "test": int(len(parts.student_test.labels))},
+        "label_names": list(parts.dataset.label_names or []),
+        "label_balance_test": _label_balance(parts.student_test.labels, data.task),
+    }
+    model_store.save(output_dir / "model", model, tokenizer, params=result.params,
+                     max_len=data.max_len, label_names=record["label_names"],
+                     data=dataclasses.asdict(data))
+    write_json_atomic(output_dir / "result.json", record)
+    return record
+
+
+def _label_balance(labels: np.ndarray, task: str) -> dict[str, float] | None:
+    if task != "classification":
+        return None
+    values, counts = np.unique(labels, return_counts=True)
+    return {str(int(v)): round(float(c) / len(labels), 4) for v, c in zip(values, counts,
+                                                                         strict=True)}

@@ -1,0 +1,49 @@
+"""Predictions of a trained-model folder on raw texts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from smat import model_store
+from smat.data import tokenize_texts
+from smat.models import functional
+from smat.train import predict_logits
+
+
+def predict_texts(model_dir: str | Path, texts: Sequence[str], *,
+                  batch_size: int = 64) -> list[dict[str, Any]]:
+    """Label (or score) each text with the model saved in `model_dir`.
+
+    Args:
+      model_dir: a folder written by `smat train-teacher` (or `smat.model_store.save`).
+      texts: the inputs; longer than the model's max_len are truncated with one warning.
+      batch_size: rows per forward pass.
+
+    Returns:
+      One record per text: its text and, for classification, the predicted label name and
+      class probabilities; for regression, the predicted value.
+
+    Raises:
+      ValueError: no texts, or a folder without a tokenizer.
+    """
+    if not texts:
+        raise ValueError("no texts to predict (the input is empty)")
+    trained = model_store.load(model_dir)
+    if trained.tokenizer is None:
+        raise ValueError(f"{model_dir} holds no tokenizer; predict takes text models only")
+    encoded = tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
+    graphdef, params = functional.split(trained.model)
+    logits = predict_logits(graphdef, params, encoded, batch_size=batch_size)
+    if trained.info["task"] == "regression":
+        return [{"text": t, "prediction": float(v)} for t, v in zip(texts, logits[:, 0],
+                                                                    strict=True)]
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    names = trained.info.get("label_names") or [str(i) for i in range(logits.shape[1])]
+    return [{"text": t, "label": names[int(np.argmax(p))],
+             "probabilities": {n: round(float(q), 4) for n, q in zip(names, p, strict=True)}}
+            for t, p in zip(texts, probs, strict=True)]

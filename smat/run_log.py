@@ -1,0 +1,86 @@
+"""Run logging: JSON-lines metrics that survive a resume, and the non-finite loss guard.
+
+Steps return metrics as device values; the host fetches them only at logging intervals,
+checks them (a NaN loss must stop the run with the step range, not train on silently) and
+writes one JSON object per line. A resumed run first drops the lines it is about to redo,
+so the file never holds a step twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from jax.typing import ArrayLike
+
+
+def check_finite(
+    metrics: Mapping[str, ArrayLike] | Sequence[Mapping[str, ArrayLike]],
+    *,
+    first_step: int,
+    last_step: int,
+) -> None:
+    """Host-side check, at logging time, that the metrics of steps first..last are finite.
+
+    Args:
+      metrics: one metrics dict (values of any shape, e.g. stacked over steps) or a list of them.
+      first_step: first step the metrics cover (for the message).
+      last_step: last step the metrics cover.
+
+    Raises:
+      RuntimeError: naming the non-finite metrics and the step range.
+    """
+    records = [metrics] if isinstance(metrics, Mapping) else list(metrics)
+    bad = sorted({name for record in records for name, value in record.items()
+                  if not np.all(np.isfinite(np.asarray(value)))})
+    if bad:
+        raise RuntimeError(
+            f"Non-finite {', '.join(bad)} between steps {first_step} and {last_step}; lower the "
+            "learning rate(s) or check the inputs."
+        )
+
+
+def mean_metrics(records: Sequence[Mapping[str, ArrayLike]]) -> dict[str, float]:
+    """Mean of each metric over a window of steps, as plain floats for JSON."""
+    if not records:
+        return {}
+    return {name: float(np.mean([np.asarray(r[name]) for r in records])) for name in records[0]}
+
+
+class MetricsWriter:
+    """Appends one JSON object per line to `path`; resumable without duplicate steps.
+
+    Args:
+      path: the `.jsonl` file (its folder is created).
+      resume_step: lines whose "step" is greater than this are dropped on opening (they
+        belong to work that a resumed run redoes); None keeps every line.
+    """
+
+    def __init__(self, path: str | Path, *, resume_step: int | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None and self.path.exists():
+            kept = [line for line in self.path.read_text().splitlines()
+                    if line.strip() and json.loads(line).get("step", 0) <= resume_step]
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(line + "\n" for line in kept))
+            os.replace(tmp, self.path)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append `record` as one line and flush it to disk."""
+        with self.path.open("a") as f:
+            f.write(json.dumps(dict(record), sort_keys=True) + "\n")
+            f.flush()
+
+
+def write_json_atomic(path: str | Path, payload: Any) -> None:
+    """Write `payload` as indented JSON to `path` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,107 @@
+import json
+
+import jax
+import numpy as np
+import pytest
+
+import smat.train as train_module
+from smat.models import functional
+from smat.train import (
+    TeacherTrainConfig,
+    evaluate,
+    predict_logits,
+    train_teacher,
+    trim_to_length,
+)
+from tests.helpers import synthetic_encoded, tiny_classifier
+
+FAST = dict(learning_rate=3e-3, warmup_steps=5, batch_size=16, max_epochs=6, patience=10,
+            evals_per_epoch=2, length_multiple=16)
+
+
+def _leaves_equal(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b),
+                                                    strict=True))
+
+
+def test_teacher_learns_synthetic_task(tmp_path):
+    train, valid = synthetic_encoded(256, seed=0), synthetic_encoded(64, seed=1)
+    model = tiny_classifier()
+    result = train_teacher(model, train, valid, task="classification",
+                           config=TeacherTrainConfig(**FAST), output_dir=tmp_path,
+                           progress=False)
+    graphdef = functional.split(model)[0]
+    assert result.best_validation["accuracy"] >= 0.9
+    assert evaluate(graphdef, result.params, valid, task="classification") == pytest.approx(
+        result.best_validation)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == sorted({r["step"] for r in rows})
+    assert {"loss", "grad_norm", "validation_accuracy"} <= set(rows[0])
+
+
+def test_resume_after_interruption_gives_identical_params(tmp_path, monkeypatch):
+    train, valid = synthetic_encoded(96, seed=0), synthetic_encoded(32, seed=1)
+    config = TeacherTrainConfig(**{**FAST, "max_epochs": 2})
+    reference = train_teacher(tiny_classifier(), train, valid, task="classification",
+                              config=config, output_dir=tmp_path / "a", progress=False)
+
+    real_step, calls = train_module.teacher_step, {"n": 0}
+
+    def dying_step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 7:  # mid-epoch 2, after the evaluation at step 6 was saved
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "teacher_step", dying_step)
+    with pytest.raises(KeyboardInterrupt):
+        train_teacher(tiny_classifier(), train, valid, task="classification", config=config,
+                      output_dir=tmp_path / "b", progress=False)
+    monkeypatch.setattr(train_module, "teacher_step", real_step)
+    resumed = train_teacher(tiny_classifier(), train, valid, task="classification",
+                            config=config, output_dir=tmp_path / "b", progress=False)
+    assert resumed.steps == reference.steps == 12
+    assert _leaves_equal(resumed.params, reference.params)
+    steps = [json.loads(x)["step"] for x in (tmp_path / "b/metrics.jsonl").read_text().splitlines()]
+    assert steps == [3, 6, 9, 12]
+
+
+def test_early_stopping_and_finished_run_is_not_retrained(tmp_path):
+    train, valid = synthetic_encoded(64, seed=0), synthetic_encoded(32, seed=1)
+    config = TeacherTrainConfig(**{**FAST, "learning_rate": 1e-12, "patience": 1,
+                                   "max_epochs": 50})
+    first = train_teacher(tiny_classifier(), train, valid, task="classification",
+                          config=config, output_dir=tmp_path, progress=False)
+    assert first.steps == 4  # two evaluations (every 2 steps): the second does not improve
+    again = train_teacher(tiny_classifier(), train, valid, task="classification",
+                          config=config, output_dir=tmp_path, progress=False)
+    assert again.steps == first.steps and again.best_step == first.best_step
+
+
+def test_trim_to_length_keeps_outputs():
+    data = synthetic_encoded(8, seq_len=32)
+    trimmed = trim_to_length(data, 8)
+    assert trimmed.input_ids.shape[1] == 8 * int(np.ceil(data.attention_mask.sum(1).max() / 8))
+    graphdef, params = functional.split(tiny_classifier())
+    full = predict_logits(graphdef, params, data, batch_size=3, length_multiple=32)
+    short = predict_logits(graphdef, params, data, batch_size=3, length_multiple=8)
+    np.testing.assert_allclose(full, short, atol=1e-5)
+    assert full.shape == (8, 2)
+
+
+def test_regression_teacher_runs(tmp_path):
+    train = synthetic_encoded(64, seed=0)
+    train = train._replace(labels=train.labels.astype(np.float32))
+    result = train_teacher(tiny_classifier(task="regression"), train, train, task="regression",
+                           config=TeacherTrainConfig(**{**FAST, "max_epochs": 2}),
+                           output_dir=tmp_path, progress=False)
+    assert set(result.best_validation) == {"pearson", "rmse"}
+
+
+def test_config_and_split_errors(tmp_path):
+    with pytest.raises(ValueError, match="batch_size must be > 0, got 0"):
+        TeacherTrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match="fewer than one batch of 16"):
+        train_teacher(tiny_classifier(), synthetic_encoded(8), synthetic_encoded(8),
+                      task="classification", config=TeacherTrainConfig(**FAST),
+                      output_dir=tmp_path, progress=False)
