@@ -29,7 +29,7 @@ References:
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,9 +39,11 @@ from jaxtyping import Array, Bool, Float
 
 from smat.explainers import Saliency
 from smat.losses import TASKS, Task, explanation_kl, simulation_loss
+from smat.models import functional
 
 PyTree = Any
 Batch = Mapping[str, ArrayLike]
+HYPERGRADIENTS: tuple[str, ...] = ("forward_over_reverse", "reverse")
 
 
 class TeacherOutput(NamedTuple):
@@ -73,6 +75,10 @@ class ScaffoldConfig:
       outer_learning_rate: Adam learning rate of the teacher-explainer update (Eq. 9).
       outer_clip_norm: global-norm gradient clipping of the outer optimizer.
       explanation_temperature: softmax temperature turning scores into distributions in the KL.
+      hypergradient: how the outer gradient of Eq. 9 is computed; both are exact:
+        "reverse" is ``jax.grad`` of :func:`pilot_objective` (nested reverse mode through the
+        pilot step); "forward_over_reverse" (default, faster) replaces the outer reverse pass
+        through the pilot's backward pass by one JVP of the student forward.
     """
 
     task: Task = "classification"
@@ -84,8 +90,12 @@ class ScaffoldConfig:
     outer_learning_rate: float = 5e-4
     outer_clip_norm: float = 5.0
     explanation_temperature: float = 1.0
+    hypergradient: Literal["forward_over_reverse", "reverse"] = "forward_over_reverse"
 
     def __post_init__(self) -> None:
+        if self.hypergradient not in HYPERGRADIENTS:
+            raise ValueError(f"ScaffoldConfig.hypergradient={self.hypergradient!r}; expected one "
+                             f"of {HYPERGRADIENTS}.")
         if self.task not in TASKS:
             raise ValueError(f"ScaffoldConfig.task={self.task!r}; expected one of {TASKS}.")
         if isinstance(self.meta_interval, bool) or not isinstance(self.meta_interval, int):
@@ -135,6 +145,41 @@ class ScaffoldFunctions:
             value = getattr(self, field.name)
             if not (callable(value) or (value is None and field.name != "student_forward")):
                 raise TypeError(f"ScaffoldFunctions.{field.name} must be callable; got {value!r}.")
+
+
+MODEL_INPUTS: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids", "pixel_values")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierForward:
+    """``student_forward`` for a smat.models classifier: (logits, pooled attention logits).
+
+    ``(params, batch, dropout_rng) -> (logits (B, C), pooled_attention_logits (L, B, H, T))``
+    through :func:`smat.models.functional.apply` with ``attention="pooled"``; the batch keys in
+    :data:`MODEL_INPUTS` are passed to the model. Equal graphdefs give equal adapters, so
+    rebuilding one does not recompile the step.
+    """
+
+    graphdef: Any
+    query_pooling: str = "mean"
+
+    def __call__(self, params: PyTree, batch: Batch, dropout_rng: jax.Array | None = None):
+        inputs = {name: batch[name] for name in MODEL_INPUTS if name in batch}
+        output = functional.apply(self.graphdef, params, **inputs, dropout_rng=dropout_rng,
+                                  attention="pooled", query_pooling=self.query_pooling)
+        return output.logits, output.encoder.pooled_attention_logits
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierTeacher:
+    """``teacher_forward`` for a smat.models classifier: logits + pooled attention logits."""
+
+    graphdef: Any
+    query_pooling: str = "mean"
+
+    def __call__(self, params: PyTree, batch: Batch) -> TeacherOutput:
+        logits, pooled = ClassifierForward(self.graphdef, self.query_pooling)(params, batch)
+        return TeacherOutput(logits=logits, features=pooled)
 
 
 class ScaffoldState(NamedTuple):
@@ -362,6 +407,45 @@ def _pilot_objective(phi_t, theta, phi_s, train_batch, train_teacher, valid_batc
     return simulation_loss(valid_logits, valid_teacher_logits, task=config.task)
 
 
+
+def _outer_gradient(phi_t, theta, phi_s, train_batch, train_teacher, valid_batch,
+                    valid_teacher_logits, dropout_rng, config, functions):
+    r"""``value_and_grad`` of :func:`_pilot_objective` by forward-over-reverse (same result).
+
+    phiT enters Eq. 8 only through the teacher scores s = E_phiT(T, x), so by the chain rule and
+    the symmetry of mixed second derivatives
+
+    .. math::
+
+       \nabla_{\phi_T} J = -\eta\, \Big(\frac{\partial s}{\partial \phi_T}\Big)^{\!\top}
+         \frac{d}{d\epsilon} \nabla_s L_{student}(\theta_{t+1} + \epsilon v; s)\Big|_0,
+       \qquad v = \nabla_\theta L_{sim}(S_{\theta'}(x_{valid}), T(x_{valid})).
+
+    One JVP of the student forward replaces reverse-mode differentiation through the whole
+    backward pass of the pilot step (reverse-over-reverse), which is slower and keeps more
+    activations alive. Tests check it against ``jax.grad`` of :func:`pilot_objective`.
+    """
+    mask = explanation_mask(train_batch)
+    scores, scores_vjp = jax.vjp(
+        lambda phi: teacher_explanation(phi, train_teacher, mask, functions).scores, phi_t
+    )
+
+    def loss(th, teacher_scores):
+        return student_loss(th, phi_s, train_batch, train_teacher, Saliency(teacher_scores, mask),
+                            dropout_rng, config=config, functions=functions)[0]
+
+    grad_theta = jax.grad(loss)(theta, scores)
+    pilot_theta = jax.tree.map(lambda p, g: p - config.inner_learning_rate * g, theta, grad_theta)
+
+    def valid_loss(th):
+        logits, _ = functions.student_forward(th, valid_batch, None)
+        return simulation_loss(logits, valid_teacher_logits, task=config.task)
+
+    outer_loss, v = jax.value_and_grad(valid_loss)(pilot_theta)
+    _, mixed = jax.jvp(lambda th: jax.grad(loss, argnums=1)(th, scores), (theta,), (v,))
+    (grad_phi,) = scores_vjp(-config.inner_learning_rate * mixed)
+    return outer_loss, grad_phi
+
 def _scaffold_step(
     state: ScaffoldState,
     train_batch: Batch,
@@ -431,7 +515,9 @@ def _scaffold_step(
 
     def outer_update(_):
         valid_logits = teacher_outputs(valid_batch, functions, teacher_params).logits
-        outer_loss, outer_grads = jax.value_and_grad(_pilot_objective)(
+        meta_gradient = (jax.value_and_grad(_pilot_objective) if config.hypergradient == "reverse"
+                         else _outer_gradient)
+        outer_loss, outer_grads = meta_gradient(
             phi_t, theta, phi_s, train_batch, train_teacher, valid_batch, valid_logits,
             pilot_key, config, functions,
         )

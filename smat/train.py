@@ -14,23 +14,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from tqdm.auto import tqdm
 
-from smat import checkpoint
 from smat.data import Encoded, iterate_batches, num_batches
 from smat.evaluation.task_metrics import primary_metric, task_metrics
+from smat.loop import fit
 from smat.losses import label_loss
 from smat.models import functional
-from smat.run_log import MetricsWriter, check_finite, mean_metrics
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -205,9 +202,9 @@ def train_teacher(
 ) -> TeacherResult:
     """Fine-tune `model` on `train`, early-stopping on `validation`; resumable.
 
-    Writes under `output_dir`: `metrics.jsonl` (one JSON object per logged step and per
-    evaluation), `best/` (parameters of the best validation score) and `last/` (the full
-    training state at the latest evaluation, from which a rerun resumes).
+    Writes under `output_dir` (see :func:`smat.loop.fit`): `metrics.jsonl` (one JSON object
+    per evaluation with the mean step metrics since the last one) and `last/` (the training
+    state and best parameters at the latest evaluation, from which a rerun resumes).
 
     Args:
       model: a smat ``SequenceClassifier`` (its parameters are the initial point).
@@ -225,75 +222,28 @@ def train_teacher(
       ValueError: an empty split, or a split smaller than one batch.
       RuntimeError: a non-finite loss (naming the step range).
     """
-    output_dir = Path(output_dir)
-    steps_per_epoch = num_batches(len(train.labels), batch_size=config.batch_size, drop_last=True)
-    if steps_per_epoch == 0:
-        raise ValueError(f"the training split has {len(train.labels)} examples, fewer than one "
-                         f"batch of {config.batch_size}")
     if len(validation.labels) == 0:
         raise ValueError("the validation split is empty; early stopping needs examples")
-    total_steps = steps_per_epoch * config.max_epochs
-    eval_every = max(steps_per_epoch // config.evals_per_epoch, 1)
-    optimizer = teacher_optimizer(config, total_steps)
+    steps_per_epoch = num_batches(len(train.labels), batch_size=config.batch_size, drop_last=True)
+    optimizer = teacher_optimizer(config, steps_per_epoch * config.max_epochs)
     graphdef, params = functional.split(model)
-    metric = primary_metric(task)
     key = jax.random.key(config.seed)
-
     # The step donates its state: work on a copy so the module's own arrays stay valid.
     params = jax.tree.map(jnp.copy, params)
-    state = TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params))
-    best_params, best, best_step, bad_evals = params, None, 0, 0
-    if (output_dir / "last").is_dir():
-        restored, meta = checkpoint.restore(output_dir / "last",
-                                            target={"state": state, "best": params})
-        state, best_params = restored["state"], restored["best"]
-        best, best_step, bad_evals = meta["best"], meta["best_step"], meta["bad_evals"]
-        if meta["finished"]:
-            return TeacherResult(best_params, best, best_step, int(state.step), 0.0)
-    writer = MetricsWriter(output_dir / "metrics.jsonl", resume_step=int(state.step))
 
-    start = int(state.step)
-    began = time.perf_counter()
-    bar = tqdm(total=total_steps, initial=start, disable=not progress, desc="teacher")
-    window: list[dict[str, Any]] = []
-    stopped = False
-    for epoch in range(start // steps_per_epoch, config.max_epochs):
-        batches = iterate_batches(train, batch_size=config.batch_size, seed=config.seed,
-                                  epoch=epoch, drop_last=True,
-                                  start_batch=int(state.step) - epoch * steps_per_epoch)
-        for batch in batches:
-            batch = trim_to_length(batch, config.length_multiple)
-            state, step_metrics = teacher_step(
-                graphdef, state, batch.input_ids, batch.attention_mask, batch.token_type_ids,
-                batch.labels, key, optimizer=optimizer, task=task)
-            window.append(step_metrics)
-            bar.update(1)
-            step = int(state.step)
-            if step % eval_every and step != total_steps:
-                continue
-            window = jax.device_get(window)
-            check_finite(window, first_step=step - len(window) + 1, last_step=step)
-            logged, window = mean_metrics(window), []
-            scores = evaluate(graphdef, state.params, validation, task=task)
-            bar.set_postfix({metric: f"{scores[metric]:.4f}"})
-            improved = best is None or scores[metric] > best[metric]
-            if improved:
-                best_params = jax.tree.map(jnp.copy, state.params)  # survives donation
-                best, best_step, bad_evals = scores, step, 0
-                checkpoint.save(output_dir / "best", best_params, overwrite=True,
-                                metadata={"step": step, "validation": scores})
-            else:
-                bad_evals += 1
-            writer.write({"step": step, "epoch": epoch, **logged,
-                          **{f"validation_{k}": v for k, v in scores.items()}})
-            stopped = bad_evals >= config.patience or step == total_steps
-            checkpoint.save(output_dir / "last", {"state": state, "best": best_params},
-                            overwrite=True, metadata={"best": best, "best_step": best_step,
-                                      "bad_evals": bad_evals, "finished": stopped})
-            if stopped:
-                break
-        if stopped:
-            break
-    bar.close()
-    return TeacherResult(best_params, best, best_step, int(state.step),
-                         time.perf_counter() - began)
+    def step(state: TrainState, batch: Encoded) -> tuple[TrainState, dict[str, jax.Array]]:
+        return teacher_step(graphdef, state, batch.input_ids, batch.attention_mask,
+                            batch.token_type_ids, batch.labels, key, optimizer=optimizer,
+                            task=task)
+
+    result = fit(
+        TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params)), step, train,
+        prepare=lambda rows: trim_to_length(rows, config.length_multiple),
+        evaluate=lambda state: evaluate(graphdef, state.params, validation, task=task),
+        metric=primary_metric(task), best_of=lambda state: state.params,
+        batch_size=config.batch_size, max_epochs=config.max_epochs, patience=config.patience,
+        evals_per_epoch=config.evals_per_epoch, seed=config.seed, output_dir=output_dir,
+        progress=progress, desc="teacher",
+    )
+    return TeacherResult(result.best, result.best_scores, result.best_step, result.steps,
+                         result.seconds)

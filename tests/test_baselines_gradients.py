@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from jax import enable_x64
 
+import baselines
 from baselines import (
     METHODS,
     Attribution,
@@ -187,3 +188,62 @@ def test_shape_errors(x):
         input_x_gradient(quadratic, jnp.ones((B, T, E), jnp.int32), MASK)
     with pytest.raises(ValueError, match=r"\(B, C\)"):
         saliency(lambda z, m: z, x, MASK)
+
+
+# ---------------------------------------------------------------- smat model adapters
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    from flax import nnx
+
+    from smat.models import SequenceClassifier, TextConfig, functional
+
+    model = SequenceClassifier(TextConfig.tiny(), num_labels=3, pooling="mean",
+                               rngs=nnx.Rngs(0))
+    graphdef, params = functional.split(model)
+    ids = jax.random.randint(jax.random.key(2), (2, 6), 5, 100)
+    mask = jnp.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], jnp.int32)
+    return graphdef, params, ids, mask
+
+
+@pytest.mark.parametrize("point", ["word_embeddings", "embedding_output"])
+def test_attribution_inputs_reproduce_the_model(tiny_model, point):
+    from smat.models import functional
+
+    graphdef, params, ids, mask = tiny_model
+    f, x, m = baselines.attribution_inputs(graphdef, params, input_ids=ids, attention_mask=mask,
+                                           point=point)
+    logits = functional.apply(graphdef, params, input_ids=ids, attention_mask=mask,
+                              attention="none").logits
+    np.testing.assert_allclose(f(x, m), logits, rtol=1e-5, atol=1e-6)
+    assert m.dtype == jnp.bool_ and x.shape[:2] == ids.shape
+    # A PAD baseline at the same point (a zero embedding_output is degenerate for post-LN
+    # BERT: the first LayerNorm makes f jump at 0, so the path integral misses it).
+    base = baselines.token_baseline(graphdef, params, input_ids=ids, attention_mask=mask,
+                                    token_id=0, point=point)
+    assert base.shape == x.shape
+    out = jax.jit(lambda z, b: integrated_gradients(f, z, m, baseline=b, n_steps=64,
+                                                    return_convergence_delta=True))(x, base)
+    predicted = jnp.argmax(logits, -1)
+    gap = logits[jnp.arange(2), predicted] - f(base, m)[jnp.arange(2), predicted]
+    assert float(jnp.max(jnp.abs(out.delta) / jnp.abs(gap))) < 1e-3
+
+
+def test_token_baseline(tiny_model):
+    graphdef, params, ids, mask = tiny_model
+    pad = baselines.token_baseline(graphdef, params, input_ids=ids, attention_mask=mask,
+                                   token_id=0)
+    word_embeddings = params["encoder"]["word_embeddings"][...]
+    np.testing.assert_array_equal(pad, jnp.broadcast_to(word_embeddings[0], pad.shape))
+    keep = jnp.zeros(ids.shape, bool).at[:, 0].set(True)  # keep [CLS]-like first token
+    kept = baselines.token_baseline(graphdef, params, input_ids=ids, attention_mask=mask,
+                                    token_id=0, keep=keep)
+    np.testing.assert_array_equal(kept[:, 0], word_embeddings[ids[:, 0]])
+    np.testing.assert_array_equal(kept[:, 1:], pad[:, 1:])
+    with pytest.raises(ValueError, match="keep"):
+        baselines.token_baseline(graphdef, params, input_ids=ids, attention_mask=mask,
+                                 token_id=0, keep=keep[:, :2])
+    with pytest.raises(ValueError, match="embedding_output"):
+        baselines.attribution_inputs(graphdef, params, input_ids=ids, attention_mask=mask,
+                                     point="logits")

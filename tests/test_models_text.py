@@ -35,7 +35,7 @@ def _batch(config: TextConfig, seed: int = 0):
     return jnp.asarray(ids), jnp.asarray(mask.astype(np.int32)), jnp.asarray(types, jnp.int32)
 
 
-@pytest.fixture(params=ARCHS)
+@pytest.fixture(params=ARCHS, scope="module")
 def encoder(request):
     return TextEncoder(TextConfig.tiny(request.param), rngs=nnx.Rngs(0))
 
@@ -109,13 +109,14 @@ def test_output_shapes_and_modes(encoder):
     b, t, d, h, n = 3, 7, cfg.hidden_size, cfg.num_heads, cfg.num_layers
     assert full.last_hidden_state.shape == (b, t, d)
     assert len(full.hidden_states) == n + 1
-    assert full.hidden_states[0] is full.embedding_output
+    np.testing.assert_array_equal(full.hidden_states[0], full.embedding_output)
     np.testing.assert_array_equal(full.hidden_states[-1], full.last_hidden_state)
     assert full.attention_logits.shape == (n, b, h, t, t)
     assert full.attention_logits.dtype == jnp.float32
     assert full.pooled_attention_logits.shape == (n, b, h, t)
     assert full.inputs_embeds.shape == (b, t, cfg.embedding_size)
-    pooled = run(encoder, input_ids=ids, attention_mask=mask, token_type_ids=types, attention="pooled")
+    pooled = run(encoder, input_ids=ids, attention_mask=mask, token_type_ids=types,
+                 attention="pooled")
     assert pooled.attention_logits is None
     np.testing.assert_allclose(pooled.pooled_attention_logits, full.pooled_attention_logits,
                                atol=1e-6)
@@ -131,14 +132,16 @@ def test_pooled_logits_are_mean_over_real_queries_and_cls_row(encoder):
     m = np.asarray(mask).astype(bool)
     expected = np.stack([full[:, b][:, :, m[b]].mean(axis=2) for b in range(3)], axis=1)
     np.testing.assert_allclose(out.pooled_attention_logits, expected, rtol=1e-5, atol=1e-5)
-    cls = run(encoder, input_ids=ids, attention_mask=mask, token_type_ids=types, query_pooling="cls")
+    cls = run(encoder, input_ids=ids, attention_mask=mask, token_type_ids=types,
+              query_pooling="cls")
     np.testing.assert_array_equal(cls.pooled_attention_logits, full[:, :, :, 0, :])
 
 
 def test_attention_logits_are_before_padding_bias(encoder):
     """Logits at padded keys are finite q.k scores, not the -inf-like padding bias."""
     ids, mask, types = _batch(encoder.config)
-    logits = np.asarray(run(encoder, input_ids=ids, attention_mask=mask, token_type_ids=types).attention_logits)
+    out = run(encoder, input_ids=ids, attention_mask=mask, token_type_ids=types)
+    logits = np.asarray(out.attention_logits)
     padded_keys = logits[:, 2, :, :, 2:]  # row 2 has 2 real tokens
     assert np.all(np.isfinite(padded_keys)) and np.abs(padded_keys).max() < 1e3
 
@@ -192,15 +195,15 @@ def test_dropout_only_with_key(encoder):
     enc = TextEncoder(cfg, rngs=nnx.Rngs(0))
     ids, mask, types = _batch(cfg)
 
-    def run(key):
+    def hidden(key):
         return np.asarray(run(enc, input_ids=ids, attention_mask=mask, token_type_ids=types,
                               dropout_rng=key).last_hidden_state)
 
-    np.testing.assert_array_equal(run(None), run(None))
-    a, b = run(jax.random.key(1)), run(jax.random.key(2))
-    np.testing.assert_array_equal(a, run(jax.random.key(1)))
+    np.testing.assert_array_equal(hidden(None), hidden(None))
+    a, b = hidden(jax.random.key(1)), hidden(jax.random.key(2))
+    np.testing.assert_array_equal(a, hidden(jax.random.key(1)))
     assert np.abs(a - b).max() > 1e-2
-    assert np.abs(a - run(None)).max() > 1e-2
+    assert np.abs(a - hidden(None)).max() > 1e-2
 
 
 def test_nnx_jit_matches_eager():

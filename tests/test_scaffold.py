@@ -147,6 +147,7 @@ def tree_equal(a, b):
         ({"inner_learning_rate": 0.0}, ValueError, "inner_learning_rate"),
         ({"outer_clip_norm": -5.0}, ValueError, "outer_clip_norm"),
         ({"explanation_temperature": 0.0}, ValueError, "explanation_temperature"),
+        ({"hypergradient": "implicit"}, ValueError, "hypergradient"),
     ],
 )
 def test_config_validation(kwargs, error, match):
@@ -221,6 +222,18 @@ def test_meta_gradient_matches_finite_differences():
         # Adam's first step moves each coordinate by -lr * sign(gradient) (clip inactive).
         step = state.teacher_explainer_params["phi"] - phi0
         np.testing.assert_allclose(step, -0.01 * np.sign(fd), rtol=1e-5)
+
+
+def test_reverse_and_forward_over_reverse_hypergradients_agree():
+    _, train, valid, state = setup()
+    reverse = dataclasses.replace(CONFIG, hypergradient="reverse")
+    a, metrics_a = scaffold_step(copy(state), train, valid, config=CONFIG, functions=FUNCTIONS)
+    b, metrics_b = scaffold_step(copy(state), train, valid, config=reverse, functions=FUNCTIONS)
+    assert float(metrics_a["outer_grad_norm"]) > 0
+    for name in ("outer_loss", "outer_grad_norm", "outer_update_norm"):
+        np.testing.assert_allclose(metrics_a[name], metrics_b[name], rtol=1e-4, err_msg=name)
+    np.testing.assert_allclose(a.teacher_explainer_params.phi, b.teacher_explainer_params.phi,
+                               rtol=1e-5)
 
 
 def test_pilot_update_leaves_student_unchanged():
@@ -394,3 +407,42 @@ def test_missing_inputs_are_named():
     with pytest.raises(ValueError, match="valid_batch"):
         scaffold_step(copy(state), train, None, config=CONFIG, functions=FUNCTIONS)
 
+
+
+# ----------------------------------------------------------------- with smat.models
+
+
+@pytest.mark.slow
+def test_step_with_smat_sequence_classifier():
+    from flax import nnx
+
+    from smat.models import SequenceClassifier, TextConfig, functional
+    from smat.scaffold import ClassifierForward, ClassifierTeacher
+
+    text = TextConfig.tiny()
+    graphdef, theta = functional.split(SequenceClassifier(text, num_labels=2, rngs=nnx.Rngs(0)))
+    teacher_def, teacher = functional.split(
+        SequenceClassifier(text, num_labels=2, rngs=nnx.Rngs(1)))
+    explainer = explainers.AttentionExplainer(explainers.AttentionExplainerConfig(
+        num_layers=text.num_layers, num_heads=text.num_heads))
+    functions = ScaffoldFunctions(
+        student_forward=ClassifierForward(graphdef), student_explainer=explainer.apply,
+        teacher_explainer=explainer.apply, teacher_forward=ClassifierTeacher(teacher_def))
+    ids = jax.random.randint(jax.random.key(0), (4, 12), 1, text.vocab_size)
+    mask = (jnp.arange(12)[None, :] < jnp.array([12, 8, 5, 10])[:, None]).astype(jnp.int32)
+    batch = {"input_ids": jnp.where(mask == 1, ids, 0), "attention_mask": mask}
+    config = ScaffoldConfig(inner_learning_rate=0.1, outer_learning_rate=0.05)
+    state = init_state(config, student_params=theta, student_explainer_params=explainer.init(None),
+                       teacher_explainer_params=explainer.init(None), rng=jax.random.key(0))
+    phi_t = copy(state.teacher_explainer_params)
+    cache_sizes = []
+    for _ in range(3):
+        # A rebuilt (equal) adapter must hit the compiled step, not recompile it.
+        functions = dataclasses.replace(functions, student_forward=ClassifierForward(graphdef))
+        state, metrics = scaffold_step(state, batch, batch, teacher, config=config,
+                                       functions=functions)
+        cache_sizes.append(scaffold_step._cache_size())
+    assert cache_sizes == [cache_sizes[0]] * 3
+    check_finite(jax.device_get(metrics), first_step=0, last_step=2)
+    assert float(metrics["kl"]) > 0 and float(metrics["outer_grad_norm"]) > 0
+    assert not tree_equal(phi_t, state.teacher_explainer_params)

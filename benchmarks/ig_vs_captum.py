@@ -1,0 +1,277 @@
+"""Integrated Gradients throughput and memory: smat (JAX/XLA) vs Captum (PyTorch), CPU.
+
+Both sides explain the same all-MiniLM-L6-v2 classifier (smat ``pooling="mean"`` head with
+fixed random weights; on the torch side HF ``BertModel`` + the same mean-pool/linear head,
+the model the parity tests compare) on the same batch of 8 x 64 real tokens (random
+vocabulary ids between [CLS] and [SEP]), attributing at the word embeddings with a zero
+baseline, ``n_steps=50``, gauss-legendre, predicted-class targets (issue 3, Acceptance).
+
+- Throughput: explanations/s of one timed run after a warm-up (compile excluded), for each
+  setting of Captum's ``internal_batch_size`` and of smat's ``chunk_size``; the best of each
+  side is compared.
+- Peak memory: each setting runs in its own process; the peak resident set of the timed
+  run above the resident set before it (Linux ``/proc/self/clear_refs`` + ``VmHWM``).
+- Achieved GFLOP/s of smat (XLA's cost analysis of the compiled IG) over the measured
+  float32 matmul peak of XLA on this machine (best of a 2048^3 matmul).
+- Memory scaling: XLA's compiled temporary-buffer size of smat IG at ``n_steps=512`` over
+  ``n_steps=32`` with the same ``chunk_size`` (compile only; the run itself would take
+  minutes on 2 cores).
+
+Torch and XLA both use all of the machine's cores (torch.set_num_threads(os.cpu_count())).
+Prints ``RESULT ig_vs_captum <throughput ratio smat / captum>`` as its last line and writes
+benchmarks/results/ig_vs_captum.json.
+
+Run: ``.venv/bin/python benchmarks/ig_vs_captum.py`` (several minutes on 2 CPU cores);
+``--smoke`` uses a 2-layer tiny model, 2 x 16 tokens and 8 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULT_PATH = ROOT / "benchmarks" / "results" / "ig_vs_captum.json"
+
+
+# ------------------------------------------------------------------ memory helpers
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not found in /proc/self/status")
+
+
+def _reset_peak() -> int:
+    """Reset the peak-RSS counter; return the current RSS in KiB."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_kib("VmRSS")
+
+
+# ------------------------------------------------------------------ shared setup
+
+
+def _batch(tokenizer, *, batch_size: int, seq_len: int, vocab_size: int) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1000, vocab_size, size=(batch_size, seq_len)).astype(np.int32)
+    ids[:, 0] = tokenizer.cls_token_id
+    ids[:, -1] = tokenizer.sep_token_id
+    return ids
+
+
+def _smat_setup(smoke: bool):
+    from smat.models import from_pretrained, functional, minilm_path
+
+    model, tokenizer = from_pretrained(minilm_path(), task="classification", num_labels=3,
+                                       pooling="mean", seed=0)
+    if smoke:
+        from flax import nnx
+
+        from smat.models import SequenceClassifier, TextConfig
+
+        model = SequenceClassifier(TextConfig.tiny(vocab_size=tokenizer.vocab_size),
+                                   num_labels=3, pooling="mean", rngs=nnx.Rngs(0))
+    return model, tokenizer, functional.split(model)
+
+
+# ------------------------------------------------------------------ workers
+
+
+def worker_smat(args) -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    import baselines
+
+    model, tokenizer, (graphdef, params) = _smat_setup(args.smoke)
+    ids = _batch(tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
+                 vocab_size=tokenizer.vocab_size)
+    mask = np.ones_like(ids)
+    f, x, m = baselines.attribution_inputs(graphdef, params, input_ids=ids, attention_mask=mask)
+
+    def explain(z, n_steps, chunk_size):
+        return baselines.integrated_gradients(f, z, m, n_steps=n_steps,
+                                              chunk_size=chunk_size).attributions
+
+    run = jax.jit(explain, static_argnums=(1, 2))
+    compiled = run.lower(x, args.n_steps, args.chunk_size).compile()
+    flops = compiled.cost_analysis()
+    flops = flops[0] if isinstance(flops, list) else flops
+    jax.block_until_ready(compiled(x))  # warm-up
+    rss = _reset_peak()
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(x))
+    seconds = time.perf_counter() - start
+    peak = _status_kib("VmHWM") - rss
+    result = {"seconds": seconds, "peak_mib": peak / 1024, "flops": float(flops["flops"])}
+    if args.memory_steps:
+        temp = {}
+        for n in args.memory_steps:
+            analysis = run.lower(x, n, args.chunk_size).compile().memory_analysis()
+            temp[str(n)] = analysis.temp_size_in_bytes / 2**20
+        result["compiled_temp_mib"] = temp
+    del jnp
+    return result
+
+
+def worker_captum(args) -> dict:
+    import torch
+    from captum.attr import IntegratedGradients
+    from transformers import BertModel
+
+    from smat.models import minilm_path
+
+    torch.set_num_threads(os.cpu_count())
+    model, tokenizer, _ = _smat_setup(args.smoke)
+    if args.smoke:
+        from transformers import BertConfig
+
+        cfg = model.encoder.config
+        hf = BertModel(BertConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
+                                  num_hidden_layers=cfg.num_layers,
+                                  num_attention_heads=cfg.num_heads,
+                                  intermediate_size=cfg.intermediate_size,
+                                  max_position_embeddings=cfg.max_position_embeddings),
+                       add_pooling_layer=False).eval()
+    else:
+        hf = BertModel.from_pretrained(minilm_path(), add_pooling_layer=False).eval()
+    kernel = np.array(model.classifier.kernel[...])
+    head = torch.nn.Linear(*kernel.shape)
+    with torch.no_grad():
+        head.weight.copy_(torch.from_numpy(kernel.T.copy()))
+        head.bias.copy_(torch.from_numpy(np.array(model.classifier.bias[...])))
+    ids = torch.from_numpy(_batch(tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
+                                  vocab_size=tokenizer.vocab_size).astype(np.int64))
+    mask = torch.ones_like(ids)
+
+    def forward(x, mask):
+        hidden = hf(inputs_embeds=x, attention_mask=mask).last_hidden_state
+        m = mask.to(hidden.dtype).unsqueeze(-1)
+        return head((hidden * m).sum(1) / m.sum(1))
+
+    x = hf.embeddings.word_embeddings(ids).detach()
+    with torch.no_grad():
+        target = forward(x, mask).argmax(-1)
+    ig = IntegratedGradients(forward)
+    batch_rows = None if args.internal_batch_size == 0 else args.internal_batch_size
+
+    def explain(n_steps):
+        return ig.attribute(x, target=target, additional_forward_args=(mask,), n_steps=n_steps,
+                            method="gausslegendre", internal_batch_size=batch_rows)
+
+    explain(2)  # warm-up
+    rss = _reset_peak()
+    start = time.perf_counter()
+    explain(args.n_steps)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "peak_mib": (_status_kib("VmHWM") - rss) / 1024}
+
+
+def worker_matmul(args) -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    n = 1024 if args.smoke else 2048
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+    dot = jax.jit(jnp.dot)
+    jax.block_until_ready(dot(a, a))
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        jax.block_until_ready(dot(a, a))
+        best = min(best, time.perf_counter() - start)
+    return {"gflops": 2 * n**3 / best / 1e9}
+
+
+WORKERS = {"smat": worker_smat, "captum": worker_captum, "matmul": worker_matmul}
+
+
+def spawn(kind: str, common: list[str], extra: list[str]) -> dict:
+    cmd = [sys.executable, __file__, "--worker", kind, *common, *extra]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------ main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--worker", choices=sorted(WORKERS))
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--n-steps", type=int, default=50)
+    parser.add_argument("--chunk-size", type=int, default=25)
+    parser.add_argument("--internal-batch-size", type=int, default=0, help="0 = None")
+    parser.add_argument("--memory-steps", type=int, nargs="*", default=[])
+    parser.add_argument("--output", type=Path, default=RESULT_PATH)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(WORKERS[args.worker](args)))
+        return
+    if args.smoke:
+        args.batch_size, args.seq_len, args.n_steps = 2, 16, 8
+    common = ["--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len),
+              "--n-steps", str(args.n_steps)] + (["--smoke"] if args.smoke else [])
+    rows = args.batch_size * args.n_steps
+    captum_settings = [0, rows // 2, rows // 5]  # None (all rows at once), 2 and 5 batches
+    smat_chunks = [args.n_steps, args.n_steps // 2]
+    memory_chunk, memory_steps = (4, [8, 32]) if args.smoke else (16, [32, 512])
+
+    matmul = spawn("matmul", common, [])
+    captum = {str(s): spawn("captum", common, ["--internal-batch-size", str(s)])
+              for s in captum_settings}
+    smat = {str(c): spawn("smat", common, ["--chunk-size", str(c)]) for c in smat_chunks}
+    memory = spawn("smat", common, ["--chunk-size", str(memory_chunk), "--memory-steps",
+                                    *map(str, memory_steps)])["compiled_temp_mib"]
+
+    best_captum = min(captum.values(), key=lambda r: r["seconds"])
+    best_smat = min(smat.values(), key=lambda r: r["seconds"])
+    ratio = best_captum["seconds"] / best_smat["seconds"]
+    achieved = best_smat["flops"] / best_smat["seconds"] / 1e9
+    small, large = (memory[str(n)] for n in memory_steps)
+    result = {
+        "benchmark": "ig_vs_captum",
+        "metric": "IG explanations/s ratio smat / captum (best setting each)",
+        "ratio": ratio,
+        "smat_explanations_per_s": args.batch_size / best_smat["seconds"],
+        "captum_explanations_per_s": args.batch_size / best_captum["seconds"],
+        "smat_runs_by_chunk_size": smat,
+        "captum_runs_by_internal_batch_size (0 = None)": captum,
+        "smat_peak_mib": best_smat["peak_mib"],
+        "captum_peak_mib": best_captum["peak_mib"],
+        "smat_achieved_gflops": achieved,
+        "matmul_peak_gflops": matmul["gflops"],
+        "fraction_of_matmul_peak": achieved / matmul["gflops"],
+        "compiled_temp_mib_by_n_steps": memory,
+        "memory_chunk_size": memory_chunk,
+        f"memory_ratio_{memory_steps[1]}_over_{memory_steps[0]}": large / small,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "n_steps": args.n_steps,
+        "smoke": args.smoke,
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+    }
+    output = args.output if not args.smoke else args.output.with_name("ig_vs_captum_smoke.json")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    tmp.replace(output)
+    print(json.dumps(result, indent=2))
+    print(f"RESULT ig_vs_captum {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The resumable epoch loop shared by teacher and student training.
+
+One loop, whatever the step: batches in an order fixed by (seed, epoch), periodic
+validation, early stopping with patience on a metric to maximise, JSON-lines metrics, a
+tqdm bar and a ``last/`` checkpoint (full state + best parameters + counters) written at
+every evaluation. Rerunning with the same folder resumes from that checkpoint and sees
+exactly the batches an uninterrupted run would have seen; a finished run is not redone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from tqdm.auto import tqdm
+
+from smat import checkpoint
+from smat.data import iterate_batches, num_batches
+from smat.data.batching import num_rows
+from smat.run_log import MetricsWriter, check_finite, mean_metrics
+
+PyTree = Any
+
+
+class LoopResult(NamedTuple):
+    """Outcome of :func:`fit`."""
+
+    best: PyTree  # what `best_of(state)` returned at the best evaluation
+    best_scores: dict[str, float]
+    best_step: int
+    steps: int  # steps taken in total (over all resumed runs)
+    seconds: float  # wall time of this call (0 when a finished run was reloaded)
+
+
+def fit(
+    state: PyTree,
+    step: Callable[[PyTree, Any], tuple[PyTree, dict[str, jax.Array]]],
+    train: NamedTuple,
+    *,
+    prepare: Callable[[NamedTuple], Any],
+    evaluate: Callable[[PyTree], dict[str, float]],
+    metric: str,
+    best_of: Callable[[PyTree], PyTree],
+    batch_size: int,
+    max_epochs: int,
+    patience: int,
+    evals_per_epoch: int,
+    seed: int,
+    output_dir: str | Path,
+    progress: bool = True,
+    desc: str = "train",
+) -> LoopResult:
+    """Run `step` over epochs of `train` with early stopping on `evaluate(state)[metric]`.
+
+    Args:
+      state: initial training state; a NamedTuple with a scalar ``step`` field. The step
+        may donate it: ``fit`` keeps its own copy of the best parameters.
+      step: ``(state, batch) -> (state, metrics)``, usually jitted.
+      train: training rows (NamedTuple of equally long arrays), batched by
+        :func:`smat.data.iterate_batches` with ``drop_last=True`` so shapes stay fixed.
+      prepare: turns a batch of rows into what `step` takes (e.g. trims padding).
+      evaluate: validation scores of a state (higher `metric` is better).
+      metric: the key of `evaluate`'s result that early stopping maximises.
+      best_of: what to keep of the best state (e.g. its parameters).
+      batch_size, max_epochs, patience, evals_per_epoch, seed: loop settings.
+      output_dir: holds ``metrics.jsonl`` and the ``last/`` checkpoint.
+      progress: show a tqdm bar.
+      desc: the bar's label.
+
+    Returns:
+      :class:`LoopResult`.
+
+    Raises:
+      ValueError: fewer training rows than one batch.
+      RuntimeError: a non-finite metric (naming the step range).
+    """
+    output_dir = Path(output_dir)
+    steps_per_epoch = num_batches(num_rows(train), batch_size=batch_size, drop_last=True)
+    if steps_per_epoch == 0:
+        raise ValueError(f"the training split has {num_rows(train)} examples, fewer than one "
+                         f"batch of {batch_size}")
+    total_steps = steps_per_epoch * max_epochs
+    eval_every = max(steps_per_epoch // evals_per_epoch, 1)
+
+    best, best_scores, best_step, bad_evals = best_of(state), None, 0, 0
+    if (output_dir / "last").is_dir():
+        restored, meta = checkpoint.restore(output_dir / "last",
+                                            target={"state": state, "best": best})
+        state, best = restored["state"], restored["best"]
+        best_scores, best_step, bad_evals = meta["best"], meta["best_step"], meta["bad_evals"]
+        if meta["finished"]:
+            return LoopResult(best, best_scores, best_step, int(state.step), 0.0)
+    writer = MetricsWriter(output_dir / "metrics.jsonl", resume_step=int(state.step))
+
+    start = int(state.step)
+    began = time.perf_counter()
+    bar = tqdm(total=total_steps, initial=start, disable=not progress, desc=desc)
+    window: list[dict[str, Any]] = []
+    stopped = False
+    for epoch in range(start // steps_per_epoch, max_epochs):
+        batches = iterate_batches(train, batch_size=batch_size, seed=seed, epoch=epoch,
+                                  drop_last=True,
+                                  start_batch=int(state.step) - epoch * steps_per_epoch)
+        for rows in batches:
+            state, step_metrics = step(state, prepare(rows))
+            window.append(step_metrics)
+            bar.update(1)
+            current = int(state.step)
+            if current % eval_every and current != total_steps:
+                continue
+            window = jax.device_get(window)
+            check_finite(window, first_step=current - len(window) + 1, last_step=current)
+            logged, window = mean_metrics(window), []
+            scores = evaluate(state)
+            bar.set_postfix({metric: f"{scores[metric]:.4f}"})
+            if best_scores is None or scores[metric] > best_scores[metric]:
+                best = jax.tree.map(jnp.copy, best_of(state))  # survives donation of `state`
+                best_scores, best_step, bad_evals = scores, current, 0
+            else:
+                bad_evals += 1
+            writer.write({"step": current, "epoch": epoch, **logged,
+                          **{f"validation_{k}": v for k, v in scores.items()}})
+            stopped = bad_evals >= patience or current == total_steps
+            checkpoint.save(output_dir / "last", {"state": state, "best": best}, overwrite=True,
+                            metadata={"best": best_scores, "best_step": best_step,
+                                      "bad_evals": bad_evals, "finished": stopped})
+            if stopped:
+                break
+        if stopped:
+            break
+    bar.close()
+    return LoopResult(best, best_scores, best_step, int(state.step), time.perf_counter() - began)

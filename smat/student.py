@@ -1,0 +1,332 @@
+"""Student training: a student learns to simulate a fixed teacher, with or without explanations.
+
+The teacher is fixed, so everything it contributes is computed once per example and cached
+next to the student's inputs (DESIGN 4): its logits (the targets of L_sim), its query-pooled
+attention logits (the input of a learned SMaT or static attention explainer) or its static
+gradient explanation scores. The jitted :data:`smat.scaffold.scaffold_step` then reads the
+cache instead of re-running the teacher (``benchmarks/meta_step.py`` measures the saving).
+
+Settings (paper §5): ``none`` (beta = 0), static teacher explainers ``gradient`` (Gradient
+L2), ``input_x_gradient``, ``integrated_gradients``, ``attention_all``, ``attention_last``,
+and the learned ``smat`` explainer. The student explainer is always a learned attention
+explainer over the student's heads (restricted to its last layer for ``attention_last``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+import baselines
+from smat import scaffold
+from smat.data import Encoded, iterate_batches
+from smat.evaluation.task_metrics import primary_metric, task_metrics
+from smat.explainers import attention
+from smat.loop import fit
+from smat.models import functional
+from smat.train import predict_logits, predictions_from_logits, trim_to_length
+
+SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
+            "attention_last", "smat")
+GRADIENT_SETTINGS = ("gradient", "input_x_gradient", "integrated_gradients")
+STATIC_ATTENTION = {"attention_all": baselines.all_layers_attention,
+                    "attention_last": baselines.last_layer_attention}
+# Paper §5: beta = 5 for attention explainers, 0.2 for gradient explainers, 0 without.
+DEFAULT_BETA = {"none": 0.0, "gradient": 0.2, "input_x_gradient": 0.2,
+                "integrated_gradients": 0.2, "attention_all": 5.0, "attention_last": 5.0,
+                "smat": 5.0}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StudentTrainConfig:
+    """How one student is trained (DESIGN 4 defaults).
+
+    Attributes:
+      explainer: the teacher-explainer setting, one of :data:`SETTINGS`.
+      beta: explanation-loss weight; None takes the paper's value for the setting.
+      batch_size: student batch (and validation batch of the outer step).
+      max_epochs / patience / evals_per_epoch: early stopping on validation simulability.
+      seed: student head init, data order, dropout and validation-batch draws.
+      meta_interval: run the pilot + outer update every this many steps (SMaT only).
+      inner_learning_rate / outer_learning_rate: SGD and Adam learning rates.
+      normalizer: NORMALIZE of the SMaT teacher explainer (Eq. 11).
+      ig_steps: quadrature nodes of the integrated-gradients teacher explainer.
+      length_multiple: batches are cut to their longest sequence rounded up to this.
+    """
+
+    explainer: str = "smat"
+    beta: float | None = None
+    batch_size: int = 32
+    max_epochs: int = 10
+    patience: int = 5
+    evals_per_epoch: int = 1
+    seed: int = 0
+    meta_interval: int = 1
+    inner_learning_rate: float = 5e-3
+    outer_learning_rate: float = 5e-4
+    normalizer: str = "sparsemax"
+    ig_steps: int = 50
+    length_multiple: int = 16
+
+    def __post_init__(self) -> None:
+        if self.explainer not in SETTINGS:
+            raise ValueError(f"StudentTrainConfig.explainer={self.explainer!r}; expected one of "
+                             f"{SETTINGS}")
+        for name in ("batch_size", "max_epochs", "patience", "evals_per_epoch", "ig_steps",
+                     "length_multiple", "meta_interval"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"StudentTrainConfig.{name} must be >= 1, got "
+                                 f"{getattr(self, name)!r}")
+        if self.beta is not None and self.beta < 0:
+            raise ValueError(f"StudentTrainConfig.beta must be >= 0, got {self.beta}")
+
+    @property
+    def resolved_beta(self) -> float:
+        """beta, or the paper's value for the setting when not given."""
+        return DEFAULT_BETA[self.explainer] if self.beta is None else self.beta
+
+
+class StudentRows(NamedTuple):
+    """Student inputs with the teacher's cached contribution, one row per example."""
+
+    input_ids: np.ndarray  # (N, T) int32
+    attention_mask: np.ndarray  # (N, T) int32
+    token_type_ids: np.ndarray  # (N, T) int32
+    special_tokens_mask: np.ndarray  # (N, T) bool
+    labels: np.ndarray  # (N,) gold labels (kept for reference; never trained on)
+    teacher_logits: np.ndarray  # (N, C)
+    teacher_features: np.ndarray  # (N, L, H, T) pooled attention logits (SMaT), or (N, 0)
+    teacher_scores: np.ndarray  # (N, T) static explanation scores, or (N, 0)
+
+
+class StudentResult(NamedTuple):
+    """Outcome of :func:`train_student`."""
+
+    student_params: nnx.State
+    teacher_explainer_params: attention.AttentionExplainerParams | None
+    validation: dict[str, float]
+    test: dict[str, float]
+    best_step: int
+    steps: int
+    seconds: float
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef",))
+def _teacher_logits_and_pooled(graphdef, params, input_ids, attention_mask, token_type_ids):
+    out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids, attention="pooled")
+    return out.logits, jnp.swapaxes(out.encoder.pooled_attention_logits, 0, 1)  # (B, L, H, T)
+
+
+@functools.partial(jax.jit, static_argnames=("setting",))
+def _static_attention_scores(pooled, attention_mask, *, setting):
+    """Mean over heads (all layers, or the last) of the pooled rows (paper §5, (4)-(5))."""
+    return STATIC_ATTENTION[setting](jnp.swapaxes(pooled, 0, 1), attention_mask).scores
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "setting", "ig_steps"))
+def _static_gradient_scores(graphdef, params, input_ids, attention_mask, token_type_ids, *,
+                            setting, ig_steps):
+    """Teacher explanation of its own prediction at the word embeddings (paper §5)."""
+    f, x, mask = baselines.attribution_inputs(graphdef, params, input_ids=input_ids,
+                                              attention_mask=attention_mask,
+                                              token_type_ids=token_type_ids)
+    if setting == "gradient":
+        return baselines.saliency(f, x, mask, reduction="l2").saliency.scores
+    if setting == "input_x_gradient":
+        return baselines.input_x_gradient(f, x, mask).saliency.scores
+    return baselines.integrated_gradients(f, x, mask, n_steps=ig_steps).saliency.scores
+
+
+def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
+                  setting: str, ig_steps: int = 50, batch_size: int = 32) -> StudentRows:
+    """Run the fixed teacher once over `data` and keep what the student step needs.
+
+    Args:
+      graphdef, params: the teacher (``smat.models.functional.split``).
+      data: the student's tokenized examples.
+      setting: one of :data:`SETTINGS`; decides which explanation is cached.
+      ig_steps: quadrature nodes for ``integrated_gradients``.
+      batch_size: rows per teacher call.
+
+    Returns:
+      :class:`StudentRows` aligned with `data`.
+    """
+    logits, features, scores = [], [], []
+    for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
+        args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        batch_logits, pooled = _teacher_logits_and_pooled(*args)
+        logits.append(np.asarray(batch_logits))
+        if setting == "smat":
+            features.append(np.asarray(pooled))
+        elif setting in STATIC_ATTENTION:
+            scores.append(np.asarray(_static_attention_scores(pooled, batch.attention_mask,
+                                                              setting=setting)))
+        elif setting in GRADIENT_SETTINGS:
+            scores.append(np.asarray(_static_gradient_scores(*args, setting=setting,
+                                                             ig_steps=ig_steps)))
+    n = len(data.labels)
+    empty = np.zeros((n, 0), np.float32)
+    return StudentRows(*data, teacher_logits=np.concatenate(logits),
+                       teacher_features=np.concatenate(features) if features else empty,
+                       teacher_scores=np.concatenate(scores) if scores else empty)
+
+
+def _trim_rows(rows: StudentRows, multiple: int, length: int | None = None) -> StudentRows:
+    """Cut the sequence axis of every per-token field (padding only; see trim_to_length)."""
+    if length is None:
+        length = trim_to_length(Encoded(*rows[:5]), multiple).input_ids.shape[1]
+    cut = {name: getattr(rows, name)[..., :length] for name in
+           ("input_ids", "attention_mask", "token_type_ids", "special_tokens_mask")}
+    if rows.teacher_features.shape[-1]:
+        cut["teacher_features"] = rows.teacher_features[..., :length]
+    if rows.teacher_scores.shape[-1]:
+        cut["teacher_scores"] = rows.teacher_scores[..., :length]
+    return rows._replace(**cut)
+
+
+def _as_batch(rows: StudentRows) -> dict[str, np.ndarray]:
+    batch = {"input_ids": rows.input_ids, "attention_mask": rows.attention_mask,
+             "token_type_ids": rows.token_type_ids, "teacher_logits": rows.teacher_logits}
+    if rows.teacher_features.shape[-1]:
+        batch["teacher_features"] = rows.teacher_features
+    if rows.teacher_scores.shape[-1]:
+        batch["teacher_scores"] = rows.teacher_scores
+    return batch
+
+
+def explainer_configs(setting: str, *, num_layers: int, num_heads: int, normalizer: str
+                      ) -> tuple[attention.AttentionExplainerConfig,
+                                 attention.AttentionExplainerConfig]:
+    """(SMaT teacher, student) attention-explainer configs of a setting (DESIGN 4).
+
+    The student explainer covers the student's last layer when the teacher explainer is
+    "attention_last", all its layers otherwise; the SMaT teacher explainer covers all the
+    teacher's heads, combined by `normalizer` (Eq. 11).
+    """
+    teacher = attention.AttentionExplainerConfig(num_layers=num_layers, num_heads=num_heads,
+                                                 normalizer=normalizer)
+    student = attention.AttentionExplainerConfig(
+        num_layers=num_layers, num_heads=num_heads,
+        layer=-1 if setting == "attention_last" else None)
+    return teacher, student
+
+
+def _feature_explainer(config: attention.AttentionExplainerConfig):
+    """Explainer over cached (B, L, H, T) features (rows keep the example axis first)."""
+    def explain(params, features, mask):
+        return attention.apply(params, jnp.swapaxes(features, 0, 1), mask, config=config)
+    return explain
+
+
+def train_student(
+    model: nnx.Module,
+    train: StudentRows,
+    validation: StudentRows,
+    test: StudentRows,
+    *,
+    task: str,
+    config: StudentTrainConfig,
+    output_dir: str | Path,
+    progress: bool = True,
+) -> StudentResult:
+    """Train `model` to simulate the teacher whose outputs are cached in the rows.
+
+    Early-stops on validation simulability (agreement with the teacher's predictions,
+    Eq. 1); reports test simulability of the best student; resumable like the teacher loop.
+
+    Args:
+      model: the student ``SequenceClassifier`` (initialised from the pretrained encoder).
+      train, validation, test: student splits from :func:`cache_teacher`.
+      task: "classification" or "regression".
+      config: the setting and its hyperparameters.
+      output_dir: run folder (``metrics.jsonl``, ``last/``).
+      progress: show a progress bar.
+
+    Returns:
+      :class:`StudentResult` (the learned SMaT head coefficients when setting is "smat").
+
+    Raises:
+      ValueError: a setting whose cached teacher fields are missing from the rows.
+    """
+    setting, beta = config.explainer, config.resolved_beta
+    learned = setting == "smat"
+    if learned and not train.teacher_features.shape[-1]:
+        raise ValueError(f"setting {setting!r} needs cached teacher attention features; build "
+                         f"the rows with cache_teacher(..., setting={setting!r})")
+    if setting not in ("none", "smat") and not train.teacher_scores.shape[-1]:
+        raise ValueError(f"setting {setting!r} needs cached teacher scores; build the rows "
+                         f"with cache_teacher(..., setting={setting!r})")
+    encoder = model.encoder.config
+    teacher_cfg, student_cfg = explainer_configs(
+        setting, num_layers=encoder.num_layers, num_heads=encoder.num_heads,
+        normalizer=config.normalizer)
+    graphdef, params = functional.split(model)
+    params = jax.tree.map(jnp.copy, params)  # the step donates its state
+
+    def student_forward(theta, batch, dropout_rng):
+        out = functional.apply(graphdef, theta, batch["input_ids"],
+                               attention_mask=batch["attention_mask"],
+                               token_type_ids=batch["token_type_ids"], dropout_rng=dropout_rng,
+                               attention="pooled" if beta > 0 else "none")
+        return out.logits, out.encoder.pooled_attention_logits
+
+    def student_explainer(phi, pooled, mask):
+        return attention.apply(phi, pooled, mask, config=student_cfg)
+
+    functions = scaffold.ScaffoldFunctions(
+        student_forward=student_forward,
+        student_explainer=student_explainer if beta > 0 else None,
+        teacher_explainer=_feature_explainer(teacher_cfg) if learned else None,
+    )
+    step_config = scaffold.ScaffoldConfig(
+        task=task, beta=beta, meta_interval=config.meta_interval,
+        inner_learning_rate=config.inner_learning_rate,
+        outer_learning_rate=config.outer_learning_rate)
+    state = scaffold.init_state(
+        step_config, student_params=params,
+        student_explainer_params=attention.init(None, student_cfg) if beta > 0 else None,
+        teacher_explainer_params=attention.init(None, teacher_cfg) if learned else None,
+        rng=jax.random.PRNGKey(config.seed))  # raw uint32 key data: checkpointable
+    num_valid = len(validation.labels)
+
+    def step(state, rows):
+        draw = np.random.default_rng([config.seed, int(state.step)]).choice(
+            num_valid, size=min(config.batch_size, num_valid), replace=False)
+        valid_rows = StudentRows(*(field[draw] for field in validation))
+        length = max(rows.input_ids.shape[1],
+                     _trim_rows(valid_rows, config.length_multiple).input_ids.shape[1])
+        train_batch = _as_batch(_trim_rows(rows, config.length_multiple, length))
+        valid_batch = _as_batch(_trim_rows(valid_rows, config.length_multiple, length))
+        return scaffold.scaffold_step(state, train_batch, valid_batch if learned else None,
+                                      config=step_config, functions=functions)
+
+    def simulability(student_params, rows):
+        logits = predict_logits(graphdef, student_params, Encoded(*rows[:5]),
+                                length_multiple=config.length_multiple)
+        return task_metrics(task, predictions_from_logits(logits, task),
+                            predictions_from_logits(rows.teacher_logits, task))
+
+    result = fit(
+        state, step, train,
+        prepare=lambda rows: _trim_rows(rows, config.length_multiple),
+        evaluate=lambda s: simulability(s.student_params, validation),
+        metric=primary_metric(task),
+        best_of=lambda s: {"student": s.student_params, "teacher_explainer":
+                           s.teacher_explainer_params},
+        batch_size=config.batch_size, max_epochs=config.max_epochs, patience=config.patience,
+        evals_per_epoch=config.evals_per_epoch, seed=config.seed, output_dir=output_dir,
+        progress=progress, desc=f"student[{setting}]",
+    )
+    best = result.best
+    return StudentResult(best["student"], best["teacher_explainer"], result.best_scores,
+                         simulability(best["student"], test), result.best_step, result.steps,
+                         result.seconds)
+

@@ -1,0 +1,95 @@
+import jax
+import numpy as np
+import pytest
+
+import smat.scaffold
+from smat.models import functional
+from smat.student import (
+    DEFAULT_BETA,
+    SETTINGS,
+    StudentTrainConfig,
+    cache_teacher,
+    train_student,
+)
+from tests.helpers import synthetic_encoded, tiny_classifier
+
+FAST = dict(batch_size=16, max_epochs=2, patience=5, evals_per_epoch=2, length_multiple=16,
+            inner_learning_rate=0.05, outer_learning_rate=0.05)
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    return functional.split(tiny_classifier(seed=1))
+
+
+def _rows(teacher, setting, n, seed):
+    graphdef, params = teacher
+    return cache_teacher(graphdef, params, synthetic_encoded(n, seed=seed), setting=setting,
+                         ig_steps=4, batch_size=16)
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_cache_teacher_fields(teacher, setting):
+    rows = _rows(teacher, setting, 20, 0)
+    assert rows.teacher_logits.shape == (20, 2)
+    expected_features = (20, 2, 4, 16) if setting == "smat" else (20, 0)
+    assert rows.teacher_features.shape == expected_features
+    has_scores = setting not in ("none", "smat")
+    assert rows.teacher_scores.shape == ((20, 16) if has_scores else (20, 0))
+    if has_scores:  # explanations are zero at padding and informative elsewhere
+        assert np.all(rows.teacher_scores[rows.attention_mask == 0] == 0)
+        assert np.ptp(rows.teacher_scores[rows.attention_mask == 1]) > 0
+
+
+@pytest.mark.parametrize("setting", ["none", "attention_all", "gradient", "smat"])
+def test_student_trains_and_reports_simulability(teacher, setting, tmp_path):
+    train, valid, test = (_rows(teacher, setting, n, s) for n, s in ((64, 0), (32, 1), (32, 2)))
+    result = train_student(tiny_classifier(seed=5), train, valid, test, task="classification",
+                           config=StudentTrainConfig(explainer=setting, **FAST),
+                           output_dir=tmp_path, progress=False)
+    assert result.steps == 8
+    assert 0.0 <= result.test["accuracy"] <= 1.0 and "macro_f1" in result.test
+    if setting == "smat":  # the outer step moved the head coefficients away from uniform
+        assert not np.allclose(np.asarray(result.teacher_explainer_params.phi), 1 / 8)
+    else:
+        assert result.teacher_explainer_params is None
+
+
+def test_unknown_setting_and_missing_cache(teacher, tmp_path):
+    with pytest.raises(ValueError, match="explainer='lime'"):
+        StudentTrainConfig(explainer="lime")
+    assert StudentTrainConfig(explainer="gradient").resolved_beta == DEFAULT_BETA["gradient"]
+    rows = _rows(teacher, "none", 32, 0)
+    with pytest.raises(ValueError, match="needs cached teacher attention features"):
+        train_student(tiny_classifier(), rows, rows, rows, task="classification",
+                      config=StudentTrainConfig(explainer="smat", **FAST), output_dir=tmp_path,
+                      progress=False)
+
+
+def test_smat_student_resumes_to_identical_parameters(teacher, tmp_path, monkeypatch):
+    train, valid = _rows(teacher, "smat", 64, 0), _rows(teacher, "smat", 32, 1)
+    config = StudentTrainConfig(explainer="smat", **FAST)
+    reference = train_student(tiny_classifier(seed=5), train, valid, valid,
+                              task="classification", config=config,
+                              output_dir=tmp_path / "a", progress=False)
+    real_step, calls = smat.scaffold.scaffold_step, {"n": 0}
+
+    def dying_step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 4:  # after the evaluation at step 2 (evals every 2 steps)
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(smat.scaffold, "scaffold_step", dying_step)
+    with pytest.raises(KeyboardInterrupt):
+        train_student(tiny_classifier(seed=5), train, valid, valid, task="classification",
+                      config=config, output_dir=tmp_path / "b", progress=False)
+    monkeypatch.setattr(smat.scaffold, "scaffold_step", real_step)
+    resumed = train_student(tiny_classifier(seed=5), train, valid, valid,
+                            task="classification", config=config, output_dir=tmp_path / "b",
+                            progress=False)
+    for a, b in zip(jax.tree.leaves((reference.student_params,
+                                     reference.teacher_explainer_params)),
+                    jax.tree.leaves((resumed.student_params, resumed.teacher_explainer_params)),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
