@@ -1,6 +1,10 @@
-"""The `smat` command line: a thin parser over the typed configs of smat.pipeline.
+"""The `smat` command line: a thin parser over the typed configs of the library.
 
+    smat demo [--output-dir runs/demo]
     smat train-teacher [--source movie-snippets] [--output-dir runs/teacher] ...
+    smat train-student --teacher runs/teacher --explainer smat --num-examples 500 --seed 0
+    smat simulability --teacher runs/teacher --sizes 500 1000 2000 --seeds 5 --explainers ...
+    smat explain --model runs/teacher/model --explainer gradient attention_all texts.txt
     smat predict --model runs/teacher/model texts.txt
 """
 
@@ -10,23 +14,29 @@ import argparse
 import dataclasses
 import json
 import sys
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 
-from smat.pipeline import DataConfig, run_teacher
+from smat.pipeline import DataConfig, run_student, run_teacher
+from smat.student import SETTINGS, StudentTrainConfig
 from smat.train import TeacherTrainConfig
 
 
 def _add_dataclass_flags(parser: argparse.ArgumentParser, cls: type, *,
                          skip: Sequence[str] = ()) -> None:
     """One `--flag` per field of a config dataclass, typed and defaulted from the field."""
+    hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
         if field.name in skip:
             continue
         flag = "--" + field.name.replace("_", "-")
         default = field.default
-        kind = type(default) if default is not None else str
+        # `float | None` -> float: the flag's value type is the non-None member.
+        kind = next(t for t in typing.get_args(hints[field.name]) or (hints[field.name],)
+                    if t is not type(None))
         parser.add_argument(flag, dest=f"{cls.__name__}.{field.name}", type=kind,
+                            metavar=field.name.upper(),
                             default=default, help=f"(default: {default})")
 
 
@@ -57,6 +67,56 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_student(args: argparse.Namespace) -> int:
+    config = _build_config(StudentTrainConfig, args, explainer=args.explainer)
+    output_dir = args.output_dir or str(
+        Path(args.teacher) / "students" / f"n{args.num_examples}" / args.explainer
+        / f"seed{config.seed}")
+    record = run_student(args.teacher, config=config, num_examples=args.num_examples,
+                         output_dir=output_dir, progress=not args.no_progress)
+    print(json.dumps({k: record[k] for k in ("explainer", "seed", "num_examples", "test",
+                                             "validation", "steps", "train_seconds")},
+                     indent=2))
+    return 0
+
+
+def _simulability(args: argparse.Namespace) -> int:
+    from smat.evaluation.simulability import plot_simulability, run_grid, simulability_table
+
+    student = _build_config(StudentTrainConfig, args)
+    seeds = list(range(args.seeds))
+    output_dir = Path(args.output_dir or Path(args.teacher) / "simulability")
+    records = run_grid(args.teacher, sizes=args.sizes, explainers=args.explainers, seeds=seeds,
+                       student=student, output_dir=output_dir, progress=not args.no_progress)
+    metric = "accuracy" if "accuracy" in records[0]["test"] else "pearson"
+    table = simulability_table(records, metric=metric)
+    (output_dir / "table.md").write_text(table + "\n")
+    (output_dir / "results.json").write_text(json.dumps(records, indent=2))
+    plot_simulability(records, output_dir / "simulability.png", metric=metric)
+    print(table)
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from smat.explain import explain_texts, write_explanations
+    from smat.model_store import load
+
+    texts = [line for line in Path(args.texts).read_text().splitlines() if line.strip()]
+    explanations = explain_texts(args.model, texts, args.explainer, ig_steps=args.ig_steps,
+                                 batch_size=args.batch_size)
+    label_names = load(args.model).info.get("label_names") or ()
+    print(json.dumps(write_explanations(explanations, args.output_dir, texts=texts,
+                                        label_names=label_names), indent=2))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from smat.demo import run_demo
+
+    run_demo(args.output_dir, teacher_dir=args.teacher, progress=not args.no_progress)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `smat` command (one sub-command per job)."""
     parser = argparse.ArgumentParser(prog="smat", description=__doc__.splitlines()[0])
@@ -71,6 +131,48 @@ def build_parser() -> argparse.ArgumentParser:
     teacher.add_argument("--output-dir", default="runs/teacher")
     teacher.add_argument("--no-progress", action="store_true")
     teacher.set_defaults(run=_train_teacher)
+
+    student = commands.add_parser("train-student",
+                                  help="train a student to simulate a teacher (SMaT)")
+    student.add_argument("--teacher", required=True, help="a `smat train-teacher` run folder")
+    student.add_argument("--explainer", required=True, choices=SETTINGS)
+    student.add_argument("--num-examples", type=int, required=True)
+    student.add_argument("--output-dir", default=None,
+                         help="(default: TEACHER/students/n{N}/{explainer}/seed{S})")
+    student.add_argument("--no-progress", action="store_true")
+    _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
+    student.set_defaults(run=_train_student)
+
+    grid = commands.add_parser("simulability",
+                               help="simulability grid over sizes x explainers x seeds")
+    grid.add_argument("--teacher", required=True)
+    grid.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000])
+    grid.add_argument("--seeds", type=int, default=5, help="number of seeds (0..S-1)")
+    grid.add_argument("--explainers", nargs="+", default=["none", "attention_all", "smat"],
+                      choices=SETTINGS)
+    grid.add_argument("--output-dir", default=None, help="(default: TEACHER/simulability)")
+    grid.add_argument("--no-progress", action="store_true")
+    _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer", "seed"))
+    grid.set_defaults(run=_simulability)
+
+    explain = commands.add_parser("explain", help="explain predictions; JSON + HTML page")
+    explain.add_argument("--model", required=True, help="a trained-model folder")
+    explain.add_argument("--explainer", nargs="+", required=True,
+                         help="static names (gradient, input_x_gradient, integrated_gradients, "
+                              "attention_all, attention_last, attention_rollout, random) or "
+                              "saved learned-explainer folders")
+    explain.add_argument("--ig-steps", type=int, default=50)
+    explain.add_argument("--batch-size", type=int, default=16)
+    explain.add_argument("--output-dir", default="runs/explain")
+    explain.add_argument("texts", help="text file, one example per line")
+    explain.set_defaults(run=_explain)
+
+    demo = commands.add_parser("demo", help="the main job end to end on the offline defaults")
+    demo.add_argument("--output-dir", default="runs/demo")
+    demo.add_argument("--teacher", default=None,
+                      help="reuse this teacher run folder (default: OUTPUT_DIR/teacher)")
+    demo.add_argument("--no-progress", action="store_true")
+    demo.set_defaults(run=_demo)
 
     predict = commands.add_parser("predict", help="predict a file of texts (one per line)")
     predict.add_argument("--model", required=True, help="a trained-model folder")

@@ -1,4 +1,4 @@
-"""End-to-end jobs behind the CLI: data set -> SMaT protocol splits -> trained teacher.
+"""End-to-end jobs behind the CLI: data -> SMaT protocol splits -> teacher -> students.
 
 A job takes typed configs, writes everything under one run folder (resolved config,
 metrics, checkpoints, the trained model) and can be rerun after an interruption: finished
@@ -24,8 +24,16 @@ from smat.data import (
     take,
     tokenize_with_stats,
 )
+from smat.explainer_store import load_explainer, save_explainer
 from smat.models import from_pretrained, functional, minilm_path
 from smat.run_log import write_json_atomic
+from smat.student import (
+    StudentRows,
+    StudentTrainConfig,
+    cache_teacher,
+    explainer_configs,
+    train_student,
+)
 from smat.train import TeacherTrainConfig, evaluate, train_teacher
 
 
@@ -176,3 +184,91 @@ def _label_balance(labels: np.ndarray, task: str) -> dict[str, float] | None:
     values, counts = np.unique(labels, return_counts=True)
     return {str(int(v)): round(float(c) / len(labels), 4) for v, c in zip(values, counts,
                                                                          strict=True)}
+
+
+def _cached_student_rows(teacher_dir: Path, trained: model_store.TrainedModel,
+                         parts: ProtocolData, *, setting: str, ig_steps: int,
+                         num_examples: int) -> tuple[StudentRows, StudentRows, StudentRows]:
+    """Teacher outputs over the student splits, computed once per (setting, size) on disk."""
+    path = teacher_dir / "cache" / f"{setting}-n{num_examples}-ig{ig_steps}.npz"
+    names = ("train", "validation", "test")
+    if path.is_file():
+        with np.load(path) as stored:
+            return tuple(StudentRows(*(stored[f"{name}.{field}"] for field in StudentRows._fields))
+                         for name in names)
+    graphdef, params = functional.split(trained.model)
+    rows = tuple(cache_teacher(graphdef, params, data, setting=setting, ig_steps=ig_steps)
+                 for data in (parts.student_train, parts.student_validation, parts.student_test))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **{f"{name}.{field}": value for name, part in zip(names, rows, strict=True)
+                     for field, value in zip(StudentRows._fields, part, strict=True)})
+    tmp.replace(path)
+    return rows
+
+
+def run_student(
+    teacher_dir: str | Path,
+    *,
+    config: StudentTrainConfig,
+    num_examples: int,
+    output_dir: str | Path,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train one student of a trained teacher and report its simulability (resumable).
+
+    The student is initialised from the teacher's *pretrained* checkpoint (not its fine-tuned
+    weights) and trained on the first `num_examples` rows of the student pool of the
+    teacher's data split. A SMaT run also saves the learned teacher explainer under
+    ``output_dir/explainer`` (load it with :func:`smat.load_explainer`).
+
+    Args:
+      teacher_dir: a folder written by :func:`run_teacher` / `smat train-teacher`.
+      config: explainer setting, seed and hyperparameters.
+      num_examples: student training size.
+      output_dir: run folder (``result.json`` marks it finished).
+      progress: show progress bars.
+
+    Returns:
+      The result record: test and validation simulability, steps, seconds, and for SMaT the
+      learned head weights.
+
+    Raises:
+      FileNotFoundError: `teacher_dir` is not a finished teacher run.
+      ValueError: `num_examples` larger than the student pool.
+    """
+    teacher_dir, output_dir = Path(teacher_dir), Path(output_dir)
+    if (output_dir / "result.json").is_file():
+        return json.loads((output_dir / "result.json").read_text())
+    if not (teacher_dir / "result.json").is_file():
+        raise FileNotFoundError(f"{teacher_dir} is not a finished teacher run (no result.json); "
+                                "train one with `smat train-teacher --output-dir DIR`")
+    teacher_config = json.loads((teacher_dir / "config.json").read_text())
+    data = DataConfig(**teacher_config["data"])
+    write_json_atomic(output_dir / "config.json", {
+        "teacher_dir": str(teacher_dir), "num_examples": num_examples,
+        "student": dataclasses.asdict(config)})
+    trained = model_store.load(teacher_dir / "model")
+    parts = protocol_data(data, load_examples(data), trained.tokenizer,
+                          num_examples=num_examples)
+    train, validation, test = _cached_student_rows(
+        teacher_dir, trained, parts, setting=config.explainer, ig_steps=config.ig_steps,
+        num_examples=num_examples)
+    student, _ = from_pretrained(teacher_config["model_source"], task=data.task,
+                                 num_labels=trained.info["num_labels"],
+                                 pooling=teacher_config["pooling"], seed=config.seed)
+    result = train_student(student, train, validation, test, task=data.task, config=config,
+                           output_dir=output_dir / "checkpoints", progress=progress)
+    record = {"explainer": config.explainer, "seed": config.seed, "num_examples": num_examples,
+              "test": result.test, "validation": result.validation,
+              "best_step": result.best_step, "steps": result.steps,
+              "train_seconds": round(result.seconds, 1)}
+    if result.teacher_explainer_params is not None:
+        teacher_cfg, _ = explainer_configs(
+            config.explainer, num_layers=trained.model.encoder.config.num_layers,
+            num_heads=trained.model.encoder.config.num_heads, normalizer=config.normalizer)
+        saved = save_explainer(output_dir / "explainer", result.teacher_explainer_params,
+                               teacher_cfg)
+        record["head_weights"] = load_explainer(saved).head_weights().tolist()
+    write_json_atomic(output_dir / "result.json", record)
+    return record

@@ -1,4 +1,4 @@
-"""Self-contained HTML pages that colour tokens by saliency, several explainers side by side.
+"""Views for people: HTML pages colouring tokens by saliency, and head-weight heatmaps.
 
 As in Figure 3 of the SMaT paper: each row is one explainer's view of the same example,
 each token shaded by its share of the explanation mass (scores passed through the masked
@@ -87,4 +87,37 @@ def render_html(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(parts), encoding="utf-8")
+    return path
+
+
+def plot_head_weights(weights: np.ndarray, path: str | Path, *,
+                      title: str = "learned head coefficients") -> Path:
+    """Heatmap of (layers, heads) explainer head weights lambda (paper Figure 5).
+
+    Args:
+      weights: (L, H) normalized head coefficients (e.g. ``LoadedExplainer.head_weights()``).
+      path: the image file to write (PNG).
+      title: figure title.
+
+    Raises:
+      ValueError: `weights` is not 2-D.
+    """
+    from matplotlib.figure import Figure
+
+    weights = np.asarray(weights)
+    if weights.ndim != 2:
+        raise ValueError(f"head weights must be (layers, heads), got shape {weights.shape}")
+    figure = Figure(figsize=(1.0 + 0.45 * weights.shape[1], 1.0 + 0.45 * weights.shape[0]))
+    axes = figure.subplots()
+    image = axes.imshow(weights, cmap="Reds", vmin=0.0, aspect="auto")
+    axes.set_xlabel("head")
+    axes.set_ylabel("layer")
+    axes.set_xticks(range(weights.shape[1]))
+    axes.set_yticks(range(weights.shape[0]))
+    axes.set_title(title)
+    figure.colorbar(image, ax=axes)
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
     return path

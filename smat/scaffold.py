@@ -18,6 +18,10 @@ explainer E_phiS. One call of :data:`scaffold_step` performs
 with L_student = L_sim + beta * KL(E_T || E_S) (Eq. 3, :mod:`smat.losses`). The pilot parameters
 theta' are discarded; the student is never reset. Eqs. 8-9 run every ``meta_interval`` steps
 (``lax.cond``, compiled once) and only when the teacher explainer is learned and beta > 0.
+The outer gradient is exact either way: nested ``jax.grad`` through the pilot step
+(``hypergradient="reverse"``, :func:`pilot_objective`, the literal Eq. 9) or, by default, the
+same quantity by forward-over-reverse (one JVP of the student forward instead of a reverse pass
+through the pilot's backward pass; ``benchmarks/meta_step.py`` times both).
 
 The step is generic over pure functions bundled in :class:`ScaffoldFunctions`, so any model
 (smat.models through ``smat.models.functional.apply``, or a user's own) plugs in.

@@ -24,10 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-import baselines
 from smat import scaffold
 from smat.data import Encoded, iterate_batches
 from smat.evaluation.task_metrics import primary_metric, task_metrics
+from smat.explain import static_scores
 from smat.explainers import attention
 from smat.loop import fit
 from smat.models import functional
@@ -35,9 +35,6 @@ from smat.train import predict_logits, predictions_from_logits, trim_to_length
 
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
-GRADIENT_SETTINGS = ("gradient", "input_x_gradient", "integrated_gradients")
-STATIC_ATTENTION = {"attention_all": baselines.all_layers_attention,
-                    "attention_last": baselines.last_layer_attention}
 # Paper §5: beta = 5 for attention explainers, 0.2 for gradient explainers, 0 without.
 DEFAULT_BETA = {"none": 0.0, "gradient": 0.2, "input_x_gradient": 0.2,
                 "integrated_gradients": 0.2, "attention_all": 5.0, "attention_last": 5.0,
@@ -125,26 +122,6 @@ def _teacher_logits_and_pooled(graphdef, params, input_ids, attention_mask, toke
     return out.logits, jnp.swapaxes(out.encoder.pooled_attention_logits, 0, 1)  # (B, L, H, T)
 
 
-@functools.partial(jax.jit, static_argnames=("setting",))
-def _static_attention_scores(pooled, attention_mask, *, setting):
-    """Mean over heads (all layers, or the last) of the pooled rows (paper §5, (4)-(5))."""
-    return STATIC_ATTENTION[setting](jnp.swapaxes(pooled, 0, 1), attention_mask).scores
-
-
-@functools.partial(jax.jit, static_argnames=("graphdef", "setting", "ig_steps"))
-def _static_gradient_scores(graphdef, params, input_ids, attention_mask, token_type_ids, *,
-                            setting, ig_steps):
-    """Teacher explanation of its own prediction at the word embeddings (paper §5)."""
-    f, x, mask = baselines.attribution_inputs(graphdef, params, input_ids=input_ids,
-                                              attention_mask=attention_mask,
-                                              token_type_ids=token_type_ids)
-    if setting == "gradient":
-        return baselines.saliency(f, x, mask, reduction="l2").saliency.scores
-    if setting == "input_x_gradient":
-        return baselines.input_x_gradient(f, x, mask).saliency.scores
-    return baselines.integrated_gradients(f, x, mask, n_steps=ig_steps).saliency.scores
-
-
 def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
                   setting: str, ig_steps: int = 50, batch_size: int = 32) -> StudentRows:
     """Run the fixed teacher once over `data` and keep what the student step needs.
@@ -166,12 +143,8 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
         logits.append(np.asarray(batch_logits))
         if setting == "smat":
             features.append(np.asarray(pooled))
-        elif setting in STATIC_ATTENTION:
-            scores.append(np.asarray(_static_attention_scores(pooled, batch.attention_mask,
-                                                              setting=setting)))
-        elif setting in GRADIENT_SETTINGS:
-            scores.append(np.asarray(_static_gradient_scores(*args, setting=setting,
-                                                             ig_steps=ig_steps)))
+        elif setting != "none":  # a static teacher explainer (smat.explain, paper §5)
+            scores.append(np.asarray(static_scores(*args, name=setting, ig_steps=ig_steps)))
     n = len(data.labels)
     empty = np.zeros((n, 0), np.float32)
     return StudentRows(*data, teacher_logits=np.concatenate(logits),

@@ -139,6 +139,8 @@ def test_to_distribution_rejects_bad_shapes():
         to_distribution(Saliency(jnp.zeros((2, 3)), jnp.ones((2, 4), bool)))
     with pytest.raises(ValueError, match=r"\(B, T\)"):
         to_distribution(Saliency(jnp.zeros((3,)), jnp.ones((3,), bool)))
+    with pytest.raises(ValueError, match="temperature"):
+        to_distribution(Saliency(jnp.zeros((2, 3)), jnp.ones((2, 3), bool)), temperature=0.0)
 
 
 # ---------------------------------------------------------------- reductions

@@ -71,7 +71,8 @@ def to_distribution(
       ``(B, T)`` float32 distribution; each row with a real position sums to 1.
 
     Raises:
-      ValueError: if scores are not 2-D or the mask shape differs.
+      ValueError: if scores are not 2-D, the mask shape differs, or a Python-number
+        temperature is not positive.
 
     Example:
       >>> import jax.numpy as jnp
@@ -82,6 +83,8 @@ def to_distribution(
     scores = jnp.asarray(saliency.scores, dtype=jnp.float32)
     mask = jnp.asarray(saliency.mask, dtype=bool)
     _check_scores_mask(scores, mask, where="to_distribution")
+    if isinstance(temperature, int | float) and not temperature > 0:
+        raise ValueError(f"to_distribution: temperature must be > 0; got {temperature!r}.")
     z = jnp.where(mask, scores / temperature, -jnp.inf)  # (B, T)
     z_max = jnp.max(z, axis=-1, keepdims=True)  # (B, 1)
     z_max = jax.lax.stop_gradient(jnp.where(jnp.isfinite(z_max), z_max, 0.0))

@@ -175,7 +175,7 @@ class TextConfig:
         return self.max_position_embeddings - self.position_offset
 
     @classmethod
-    def tiny(cls, architecture: str = "bert", **overrides: Any) -> TextConfig:
+    def tiny(cls, *, architecture: str = "bert", **overrides: Any) -> TextConfig:
         """A 2-layer, 32-wide random config for unit tests (any architecture)."""
         pad = overrides.get("pad_token_id", 1 if architecture == "roberta" else 0)
         fields: dict[str, Any] = dict(

@@ -1,0 +1,673 @@
+"""ROAR / Recursive ROAR runs: retrain a model per (explainer, seed, ratio), cached on disk.
+
+The procedure of Madsen et al. (2022, §3, DESIGN 5), top to bottom:
+
+1. per seed, the 0% model (unmasked data) and the 100% model (every maskable token masked)
+   are trained once and shared by all explainers, ROAR and Recursive ROAR alike;
+2. the random baseline ranks tokens by seeded uniform scores (one draw per seed), so its
+   masks are nested, and is shared by all explainers;
+3. ROAR ranks tokens by the importance the 0% model gives to the *gold* label; Recursive
+   ROAR ranks them, at ratio r_i, by the importance from the model retrained at r_{i-1}
+   on the data masked at r_{i-1}, already-masked tokens first (they stay masked);
+4. at every ratio a fresh model starts from the seed's initial checkpoint and is trained
+   with :func:`smat.train.train_teacher` (early stopping on the *masked* validation split),
+   then scored on the masked test split.
+
+Every cell (data set, model, explainer, seed, ratio, recursive, settings hash) is one
+folder whose ``result.json`` is written atomically last; the masks, and the importance a
+later cell needs, are saved beside it. A killed run resumes: finished cells are read
+back, the unfinished one resumes from its training checkpoint.
+
+    smat roar --recursive --explainers attention gradient input_x_gradient \\
+        --ratios 0:100:20 --seeds 3 --preset small --output-dir runs/roar
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+from flax import nnx
+
+import baselines
+from smat import checkpoint
+from smat.data import Encoded, iterate_batches, take, train_validation_test_split
+from smat.evaluation.roar import (
+    check_ratios,
+    mask_input_ids,
+    maskable_tokens,
+    plot_roar,
+    roar_faithfulness,
+    roar_mask,
+    summarize_faithfulness,
+)
+from smat.models import SequenceClassifier, from_pretrained, functional, minilm_path
+from smat.pipeline import DataConfig, load_examples
+from smat.run_log import write_json_atomic
+from smat.train import TeacherTrainConfig, evaluate, train_teacher, trim_to_length
+
+EXPLAINERS = ("attention", "gradient", "input_x_gradient", "integrated_gradients")
+"""Importance measures ROAR can evaluate (the random baseline is always included)."""
+
+SHARED = ("unmasked", "all-masked", "random")  # cell slots shared by every explainer
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RoarConfig:
+    """What a ROAR run evaluates (the model and data come from a preset and a DataConfig).
+
+    Attributes:
+      explainers: importance measures, from :data:`EXPLAINERS`.
+      ratios: masking ratios, strictly increasing from 0.0 to 1.0.
+      seeds: one model initialisation / data order / random baseline per seed.
+      recursive: Recursive ROAR (importance recomputed at each ratio) instead of ROAR.
+      num_examples: examples drawn (seeded by ``DataConfig.split_seed``) before splitting;
+        None keeps all.
+      validation_fraction / test_fraction: split sizes (``train_validation_test_split``).
+      ig_steps: integrated-gradients steps (Madsen et al.: 50, Riemann right sums, b = 0).
+      explain_batch_size: rows per importance computation.
+      metric: the performance of Eq. 3 ("accuracy", "macro_f1" — Madsen et al.'s choice
+        for sentiment — or "pearson" for regression).
+      min_denominator: Eq. 3 is undefined below this denominator.
+    """
+
+    explainers: tuple[str, ...] = ("attention", "gradient", "input_x_gradient")
+    ratios: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    recursive: bool = False
+    num_examples: int | None = None
+    validation_fraction: float = 0.1
+    test_fraction: float = 0.2
+    ig_steps: int = 20
+    explain_batch_size: int = 64
+    metric: str = "macro_f1"
+    min_denominator: float = 1e-3
+
+    def __post_init__(self) -> None:
+        bad = [e for e in self.explainers if e not in EXPLAINERS]
+        if bad or not self.explainers or len(set(self.explainers)) != len(self.explainers):
+            raise ValueError(f"RoarConfig.explainers must be distinct names from {EXPLAINERS} "
+                             f"(the random baseline is always run); got {self.explainers}")
+        object.__setattr__(self, "ratios", check_ratios(self.ratios))
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
+            raise ValueError(f"RoarConfig.seeds must be distinct ints >= 0; got {self.seeds}")
+        if self.num_examples is not None and self.num_examples < 3:
+            raise ValueError(f"RoarConfig.num_examples must be None or >= 3; got "
+                             f"{self.num_examples}")
+        for name in ("ig_steps", "explain_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"RoarConfig.{name} must be >= 1; got {getattr(self, name)}")
+        if self.metric not in ("accuracy", "macro_f1", "pearson"):
+            raise ValueError(f"RoarConfig.metric must be 'accuracy', 'macro_f1' or 'pearson'; "
+                             f"got {self.metric!r}")
+
+
+class ModelPreset(NamedTuple):
+    """A model recipe: pretrained encoder, how many of its layers, pooling, training."""
+
+    num_layers: int | None  # keep the first layers only; None keeps all
+    pooling: str
+    train: TeacherTrainConfig
+    description: str
+
+
+PRESETS: dict[str, ModelPreset] = {
+    # MiniLM's embeddings and first 2 layers (of 6), mean pooling: all-MiniLM-L6-v2 is a
+    # mean-pooled sentence encoder, so its lower layers give usable features at once; a
+    # pretrained start converges in ~2 epochs where a random init needs far more data.
+    # About 3x cheaper per step than the full encoder, for 2-core CPU runs.
+    "small": ModelPreset(2, "mean", TeacherTrainConfig(
+        learning_rate=1e-4, warmup_steps=20, batch_size=32, max_epochs=2, patience=2,
+        evals_per_epoch=2), "all-MiniLM-L6-v2, first 2 layers, mean pooling"),
+    "minilm": ModelPreset(None, "scalar_mix", TeacherTrainConfig(
+        learning_rate=5e-5, warmup_steps=100, batch_size=32, max_epochs=3, patience=3,
+        evals_per_epoch=2), "all-MiniLM-L6-v2 (6 layers), scalar mix"),
+}
+"""Model presets of ``smat roar --preset``."""
+
+
+def load_preset_model(preset: str, *, task: str, num_labels: int, seed: int,
+                      model_source: str | None = None) -> tuple[SequenceClassifier, Any]:
+    """The initial checkpoint of a preset: a pretrained encoder (maybe cut) and a fresh head.
+
+    Args:
+      preset: a key of :data:`PRESETS`.
+      task / num_labels: the head.
+      seed: head initialisation.
+      model_source: pretrained folder or Hub id (default: the offline all-MiniLM-L6-v2).
+
+    Returns:
+      ``(model, tokenizer)``.
+
+    Raises:
+      ValueError: unknown preset, or a preset with more layers than the checkpoint.
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    recipe = PRESETS[preset]
+    source = str(model_source) if model_source is not None else str(minilm_path())
+    model, tokenizer = from_pretrained(source, task=task, num_labels=num_labels,
+                                       pooling=recipe.pooling, seed=seed)
+    full = model.encoder.config
+    if recipe.num_layers is None or recipe.num_layers == full.num_layers:
+        return model, tokenizer
+    if recipe.num_layers > full.num_layers:
+        raise ValueError(f"preset {preset!r} keeps {recipe.num_layers} layers but {source} has "
+                         f"only {full.num_layers}")
+    small = SequenceClassifier(dataclasses.replace(full, num_layers=recipe.num_layers),
+                               num_labels=num_labels, task=task, pooling=recipe.pooling,
+                               rngs=nnx.Rngs(seed))
+    pretrained = nnx.state(model.encoder)
+    layers = jax.tree.map(lambda leaf: leaf[:recipe.num_layers], pretrained["layers"])
+    for name in pretrained:
+        nnx.update(getattr(small.encoder, name),
+                   layers if name == "layers" else pretrained[name])
+    return small, tokenizer
+
+
+# ------------------------------------------------------------------ importance
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "explainer", "ig_steps"))
+def _explain_batch(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+                   explainer, ig_steps):
+    if explainer == "attention":
+        out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
+                               token_type_ids=token_type_ids, attention="pooled")
+        return baselines.all_layers_attention(out.encoder.pooled_attention_logits,
+                                              attention_mask).scores
+    f, x, mask = baselines.attribution_inputs(graphdef, params, input_ids=input_ids,
+                                              attention_mask=attention_mask,
+                                              token_type_ids=token_type_ids)
+    if explainer == "gradient":  # Madsen et al.: L2 norm of the gradient
+        return baselines.saliency(f, x, mask, target=target, reduction="l2").saliency.scores
+    if explainer == "input_x_gradient":  # the one-hot entry = sum over the embedding
+        return baselines.input_x_gradient(f, x, mask, target=target).saliency.scores
+    return baselines.integrated_gradients(  # Eq. 2 of Madsen et al.: b = 0, right sums
+        f, x, mask, target=target, n_steps=ig_steps, method="riemann_right",
+        chunk_size=min(ig_steps, 10)).saliency.scores
+
+
+def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explainer: str,
+            task: str, ig_steps: int = 20, batch_size: int = 64) -> np.ndarray:
+    """Importance ``(N, T)`` float32 of every token of `data` for its GOLD label.
+
+    Madsen et al. (2022) explain the gold label; for regression the single output is
+    explained. Batches are cut to their longest row (rounded up to 16) like training.
+
+    Args:
+      graphdef / params: the model (``smat.models.functional.split``).
+      data: tokenized rows (labels used as targets).
+      explainer: one of :data:`EXPLAINERS`.
+      task: "classification" or "regression".
+      ig_steps: integrated-gradients steps.
+      batch_size: rows per call (the last batch is padded, then sliced).
+
+    Returns:
+      ``(N, T)`` float32 scores (0 at cut padding columns).
+
+    Raises:
+      ValueError: an unknown explainer.
+    """
+    if explainer not in EXPLAINERS:
+        raise ValueError(f"unknown explainer {explainer!r}; choose from {EXPLAINERS}")
+    rows_out = []
+    width = data.input_ids.shape[1]
+    for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
+        rows = batch.input_ids.shape[0]
+        if rows < batch_size:
+            pad = np.zeros(batch_size - rows, dtype=np.int64)
+            batch = type(batch)(*(np.concatenate([f, f[pad]]) for f in batch))
+        batch = trim_to_length(batch, 16)
+        target = (batch.labels.astype(np.int32) if task == "classification"
+                  else np.zeros(batch_size, np.int32))
+        scores = np.asarray(_explain_batch(graphdef, params, batch.input_ids,
+                                           batch.attention_mask, batch.token_type_ids, target,
+                                           explainer=explainer, ig_steps=ig_steps))
+        rows_out.append(np.pad(scores[:rows], ((0, 0), (0, width - scores.shape[1]))))
+    return np.concatenate(rows_out).astype(np.float32)
+
+
+# ------------------------------------------------------------------ cells and cache
+
+
+class Splits(NamedTuple):
+    """The three splits a ROAR cell trains, early-stops and tests on."""
+
+    train: Encoded
+    validation: Encoded
+    test: Encoded
+
+
+def _save_arrays(path: Path, **arrays: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        np.savez_compressed(f, **arrays)
+    os.replace(tmp, path)
+
+
+def _load_arrays(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as stored:
+        return {name: stored[name] for name in stored.files}
+
+
+def _apply_masks(splits: Splits, masks: Splits, mask_token_id: int) -> Splits:
+    return Splits(*(data._replace(input_ids=np.asarray(
+        mask_input_ids(data.input_ids, mask, mask_token_id=mask_token_id)))
+        for data, mask in zip(splits, masks, strict=True)))
+
+
+def settings_hash(settings: dict[str, Any]) -> str:
+    """First 12 hex digits of the SHA-256 of the settings as sorted JSON."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+class RoarRunner:
+    """Runs (or reads back) the cells of one data set x model, under one cache folder.
+
+    Args:
+      make_model: seed -> the initial checkpoint (a fresh ``SequenceClassifier``).
+      splits: train / validation / test rows.
+      mask_token_id: the tokenizer's [MASK] id.
+      config: what to evaluate.
+      train: training hyperparameters (its seed is replaced by each ROAR seed).
+      task: "classification" or "regression".
+      cache_dir: the cache folder; cells live in
+        ``<cache_dir>/<dataset>/<model>/<settings hash>/<slot>/<roar|recursive>/seed<s>/ratio<r>``.
+      dataset / model: names in the cache key.
+      progress: show training progress bars.
+    """
+
+    def __init__(self, *, make_model: Callable[[int], nnx.Module], splits: Splits,
+                 mask_token_id: int, config: RoarConfig, train: TeacherTrainConfig, task: str,
+                 cache_dir: str | Path, dataset: str, model: str, progress: bool = False):
+        self.make_model, self.splits, self.config = make_model, splits, config
+        self.train, self.task, self.progress = train, task, progress
+        self.mask_token_id = int(mask_token_id)
+        self.maskable = Splits(*(np.asarray(maskable_tokens(d.attention_mask,
+                                                            d.special_tokens_mask))
+                                 for d in splits))
+        settings = {"train": {k: v for k, v in dataclasses.asdict(train).items() if k != "seed"},
+                    "sizes": [int(len(d.labels)) for d in splits], "task": task,
+                    "mask_token_id": self.mask_token_id, "max_len": int(splits.train.
+                                                                         input_ids.shape[1]),
+                    "validation_fraction": config.validation_fraction,
+                    "test_fraction": config.test_fraction, "num_examples": config.num_examples}
+        self.root = Path(cache_dir) / _safe(dataset) / _safe(model) / settings_hash(settings)
+        write_json_atomic(self.root / "settings.json", settings)
+        self._initial: dict[int, tuple[nnx.GraphDef, nnx.State]] = {}
+        self.trained_cells = 0
+
+    # -- paths ---------------------------------------------------------------------
+    def _slot(self, explainer: str) -> str:
+        return (f"{explainer}-n{self.config.ig_steps}" if explainer == "integrated_gradients"
+                else explainer)
+
+    def cell_dir(self, slot: str, seed: int, ratio: float, recursive: bool) -> Path:
+        """Folder of one cell (its key is the path).
+
+        A Recursive ROAR cell depends on every earlier ratio of the schedule, so its name
+        also carries a hash of the ratios up to it.
+        """
+        name = f"ratio{100 * ratio:g}"
+        if recursive:
+            chain = [r for r in self.config.ratios if r <= ratio]
+            name += f"-chain{settings_hash({'ratios': chain})[:6]}"
+        return (self.root / slot / ("recursive" if recursive else "roar") / f"seed{seed}"
+                / name)
+
+    # -- models --------------------------------------------------------------------
+    def _initial_model(self, seed: int) -> tuple[nnx.GraphDef, nnx.State]:
+        if seed not in self._initial:
+            self._initial[seed] = functional.split(self.make_model(seed))
+        return self._initial[seed]
+
+    def _cell(self, folder: Path, masks: Splits, seed: int,
+              after: Callable[[nnx.GraphDef, nnx.State, Splits], None] | None = None
+              ) -> dict[str, Any]:
+        """Train a fresh model on masked data (or read the finished cell back)."""
+        if (folder / "result.json").is_file():
+            return json.loads((folder / "result.json").read_text())
+        graphdef, initial = self._initial_model(seed)
+        masked = _apply_masks(self.splits, masks, self.mask_token_id)
+        _save_arrays(folder / "masks.npz", **dict(zip(Splits._fields, masks, strict=True)))
+        result = train_teacher(nnx.merge(graphdef, initial), masked.train, masked.validation,
+                               task=self.task,
+                               config=dataclasses.replace(self.train, seed=seed),
+                               output_dir=folder / "train", progress=self.progress)
+        self.trained_cells += 1
+        test = evaluate(graphdef, result.params, masked.test, task=self.task)
+        if after is not None:
+            after(graphdef, result.params, masked)
+        masked_fraction = float(sum(m.sum() for m in masks) / sum(m.sum() for m in
+                                                                  self.maskable))
+        record = {"test": test, "validation": result.best_validation,
+                  "best_step": result.best_step, "steps": result.steps,
+                  "train_seconds": round(result.seconds, 2), "masked_fraction": masked_fraction}
+        write_json_atomic(folder / "result.json", record)
+        shutil.rmtree(folder / "train", ignore_errors=True)  # optimizer state: GBs over a run
+        return record
+
+    def _masks(self, folder: Path) -> Splits:
+        return Splits(**_load_arrays(folder / "masks.npz"))
+
+    # -- the shared cells ----------------------------------------------------------
+    def unmasked(self, seed: int) -> dict[str, Any]:
+        """The 0% model, shared by every explainer; its parameters are kept for importance."""
+        folder = self.cell_dir("unmasked", seed, 0.0, False)
+
+        def keep_params(graphdef, params, masked):
+            checkpoint.save(folder / "params", params, metadata={}, overwrite=True)
+
+        zeros = Splits(*(np.zeros_like(m) for m in self.maskable))
+        return self._cell(folder, zeros, seed, keep_params)
+
+    def all_masked(self, seed: int) -> dict[str, Any]:
+        """The 100% model (every maskable token masked), the lower bound, shared."""
+        return self._cell(self.cell_dir("all-masked", seed, 1.0, False), self.maskable, seed)
+
+    def random(self, seed: int, ratio: float) -> dict[str, Any]:
+        """Random baseline: seeded uniform scores, one draw per seed, so masks are nested."""
+        key = jax.random.fold_in(jax.random.key(seed), 0x0DA2)
+        masks = Splits(*(np.asarray(roar_mask(
+            baselines.random_saliency(jax.random.fold_in(key, i), m).scores, m, ratio=ratio))
+            for i, m in enumerate(self.maskable)))
+        return self._cell(self.cell_dir("random", seed, ratio, False), masks, seed)
+
+    def unmasked_importance(self, explainer: str, seed: int) -> Splits:
+        """Importance from the 0% model on the unmasked data (cached beside its cell)."""
+        folder = self.cell_dir("unmasked", seed, 0.0, False)
+        path = folder / f"scores-{self._slot(explainer)}.npz"
+        if not path.is_file():
+            self.unmasked(seed)
+            graphdef, initial = self._initial_model(seed)
+            params, _ = checkpoint.restore(folder / "params", target=initial)
+            _save_arrays(path, **self._explain_all(graphdef, params, self.splits, explainer))
+        return Splits(**_load_arrays(path))
+
+    def _explain_all(self, graphdef, params, splits: Splits, explainer: str) -> dict:
+        return {name: explain(graphdef, params, data, explainer=explainer, task=self.task,
+                              ig_steps=self.config.ig_steps,
+                              batch_size=self.config.explain_batch_size)
+                for name, data in zip(Splits._fields, splits, strict=True)}
+
+    # -- one explainer's curve ---------------------------------------------------------
+    def explainer_curve(self, explainer: str, seed: int) -> list[dict[str, Any]]:
+        """Cells of the ratios strictly between 0 and 1 for one explainer and seed."""
+        ratios = self.config.ratios[1:-1]
+        recursive = self.config.recursive
+        scores = self.unmasked_importance(explainer, seed)
+        previous = Splits(*(np.zeros_like(m) for m in self.maskable))
+        records = []
+        for ratio in ratios:
+            folder = self.cell_dir(self._slot(explainer), seed, ratio, recursive)
+            masks = Splits(*(np.asarray(roar_mask(s, m, p if recursive else None, ratio=ratio))
+                             for s, m, p in zip(scores, self.maskable, previous, strict=True)))
+            needs_scores = recursive  # also at the last ratio: a longer schedule reuses it
+            path = folder / "scores.npz"
+
+            def next_scores(graphdef, params, masked, path=path):
+                _save_arrays(path, **self._explain_all(graphdef, params, masked, explainer))
+
+            if (folder / "result.json").is_file():
+                masks = self._masks(folder)  # what the cell was trained on
+            records.append(self._cell(folder, masks, seed, next_scores if needs_scores
+                                      else None))
+            if needs_scores:
+                scores, previous = Splits(**_load_arrays(path)), masks
+        return records
+
+
+class RoarResult(NamedTuple):
+    """Curves and Eq. 3 summaries of a ROAR run.
+
+    Attributes:
+      ratios: the masking ratios.
+      metric: the performance measure.
+      curves: explainer -> ``(seeds, ratios)`` test performance.
+      baseline: ``(seeds, ratios)`` random-baseline performance (0% and 100% shared).
+      faithfulness: explainer -> per-seed Eq. 3 values (None where undefined).
+      summary: explainer -> ``FaithfulnessSummary._asdict()``.
+    """
+
+    ratios: tuple[float, ...]
+    metric: str
+    curves: dict[str, np.ndarray]
+    baseline: np.ndarray
+    faithfulness: dict[str, list[float | None]]
+    summary: dict[str, dict[str, float]]
+
+
+def run_cells(runner: RoarRunner) -> RoarResult:
+    """Every cell of a run (shared ones first), then the curves and Eq. 3 per seed.
+
+    Args:
+      runner: a :class:`RoarRunner`.
+
+    Returns:
+      :class:`RoarResult`.
+    """
+    config = runner.config
+    metric = config.metric
+    middle = config.ratios[1:-1]
+    curves = {e: [] for e in config.explainers}
+    baseline = []
+    for seed in config.seeds:
+        first = runner.unmasked(seed)["test"][metric]
+        last = runner.all_masked(seed)["test"][metric]
+        baseline.append([first, *(runner.random(seed, r)["test"][metric] for r in middle),
+                         last])
+        for explainer in config.explainers:
+            cells = runner.explainer_curve(explainer, seed)
+            curves[explainer].append([first, *(c["test"][metric] for c in cells), last])
+    base = np.asarray(baseline, np.float64)
+    result_curves = {e: np.asarray(v, np.float64) for e, v in curves.items()}
+    faithfulness, summary = {}, {}
+    for explainer, values in result_curves.items():
+        eq3 = roar_faithfulness(values, base, config.ratios,
+                                min_denominator=config.min_denominator)
+        faithfulness[explainer] = [float(v) if d else None
+                                   for v, d in zip(eq3.values, eq3.defined, strict=True)]
+        summary[explainer] = summarize_faithfulness(eq3)._asdict()
+    return RoarResult(config.ratios, metric, result_curves, base, faithfulness, summary)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip("_") or "_"
+
+
+def _masked_token_id(tokenizer: Any) -> int:
+    if tokenizer is None or tokenizer.mask_token_id is None:
+        raise ValueError("ROAR masks with the tokenizer's [MASK] token, but the tokenizer has "
+                         "none; use a BERT/RoBERTa-style checkpoint")
+    return int(tokenizer.mask_token_id)
+
+
+def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
+             train: TeacherTrainConfig | None = None, model_source: str | None = None,
+             output_dir: str | Path, progress: bool = True) -> dict[str, Any]:
+    """The ``smat roar`` job: load and split the data, run every cell, write the report.
+
+    Writes under `output_dir`: ``config.json``, the cell cache ``cache/``, ``roar.json``
+    (curves, per-seed Eq. 3, mean and 95% CI) and ``roar.png`` (the plot).
+
+    Args:
+      data: source, task, max_len and split seed (the student-protocol fields are unused).
+      roar: what to evaluate.
+      preset: a key of :data:`PRESETS` (model and default training settings).
+      train: training settings (default: the preset's).
+      model_source: pretrained folder or Hub id (default: the offline all-MiniLM-L6-v2).
+      output_dir: run folder; rerunning with it resumes.
+      progress: progress bars and one line per finished seed.
+
+    Returns:
+      The report written to ``roar.json``.
+    """
+    from smat.data import tokenize
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    train = train if train is not None else PRESETS[preset].train
+    output_dir = Path(output_dir)
+    write_json_atomic(output_dir / "config.json", {
+        "data": dataclasses.asdict(data), "roar": dataclasses.asdict(roar), "preset": preset,
+        "train": dataclasses.asdict(train), "model_source": model_source})
+    dataset = load_examples(data)
+    num_labels = dataset.num_labels if data.task == "classification" else 1
+
+    def make_model(seed: int) -> SequenceClassifier:
+        return load_preset_model(preset, task=data.task, num_labels=num_labels, seed=seed,
+                                 model_source=model_source)[0]
+
+    _, tokenizer = load_preset_model(preset, task=data.task, num_labels=num_labels, seed=0,
+                                     model_source=model_source)
+    encoded = tokenize(dataset, tokenizer, max_len=data.max_len)
+    rows = np.arange(len(encoded.labels))
+    if roar.num_examples is not None and roar.num_examples < rows.size:
+        rows = np.sort(np.random.default_rng(data.split_seed).permutation(rows.size)
+                       [:roar.num_examples])
+    encoded = take(encoded, rows)
+    parts = train_validation_test_split(len(rows), seed=data.split_seed,
+                                        validation_fraction=roar.validation_fraction,
+                                        test_fraction=roar.test_fraction)
+    splits = Splits(take(encoded, parts.train), take(encoded, parts.validation),
+                    take(encoded, parts.test))
+    runner = RoarRunner(make_model=make_model, splits=splits,
+                        mask_token_id=_masked_token_id(tokenizer), config=roar, train=train,
+                        task=data.task, cache_dir=output_dir / "cache",
+                        dataset=f"{data.source}-{data.task}", model=f"{preset}-"
+                        f"{Path(model_source).name if model_source else 'all-MiniLM-L6-v2'}",
+                        progress=progress)
+    result = run_cells(runner)
+    mode = "Recursive ROAR" if roar.recursive else "ROAR"
+    plot_roar(result.curves, result.baseline, result.ratios, metric=result.metric,
+              title=f"{mode}: {data.source}, {preset} preset, {len(roar.seeds)} seeds",
+              path=output_dir / "roar.png")
+    report = {"mode": mode, "ratios": list(result.ratios), "metric": result.metric,
+              "seeds": list(roar.seeds),
+              "curves": {e: v.tolist() for e, v in result.curves.items()},
+              "random": result.baseline.tolist(), "faithfulness": result.faithfulness,
+              "summary": result.summary, "cells_trained": runner.trained_cells,
+              "sizes": {k: int(len(d.labels)) for k, d in splits._asdict().items()}}
+    write_json_atomic(output_dir / "roar.json", report)
+    return report
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """Markdown table of a ``roar.json`` report: curve means per ratio and Eq. 3 [95% CI]."""
+    ratios = report["ratios"]
+    header = ("| explainer | " + " | ".join(f"{100 * r:g}%" for r in ratios)
+              + " | faithfulness (Eq. 3) [95% CI] |")
+    lines = [header, "|" + "---|" * (len(ratios) + 2)]
+    rows = [("random", report["random"], None), *((e, v, report["summary"][e])
+                                                   for e, v in report["curves"].items())]
+    for name, values, summary in rows:
+        means = np.mean(np.asarray(values), axis=0)
+        eq3 = "—" if summary is None else (
+            "undefined" if summary["num_defined"] == 0 else
+            f"{100 * summary['mean']:.1f} [{100 * summary['low']:.1f}, "
+            f"{100 * summary['high']:.1f}]" + (f" ({summary['num_undefined']} undefined)"
+                                               if summary["num_undefined"] else ""))
+        lines.append(f"| {name} | " + " | ".join(f"{100 * m:.1f}" for m in means)
+                     + f" | {eq3} |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ command line
+
+
+def parse_ratios(text: str) -> tuple[float, ...]:
+    """``"0:100:10"`` (percent start:stop:step, inclusive) or ``"0,20,50,100"`` -> fractions.
+
+    Raises:
+      ValueError: malformed text (the message shows both forms).
+    """
+    try:
+        if ":" in text:
+            start, stop, step = (int(part) for part in text.split(":"))
+            if step <= 0:
+                raise ValueError
+            percents = list(range(start, stop + 1, step))
+        else:
+            percents = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--ratios must be 'start:stop:step' in percent (e.g. 0:100:10) or a "
+                         f"comma list (e.g. 0,20,50,100); got {text!r}") from None
+    return check_ratios([p / 100 for p in percents])
+
+
+def build_roar_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``roar`` sub-command to the ``smat`` parser's subparsers; returns it.
+
+    It sets ``run`` to a function of the parsed arguments returning an exit code, like the
+    other sub-commands of :mod:`smat.cli`.
+    """
+    parser = subparsers.add_parser(
+        "roar", help="ROAR / Recursive ROAR faithfulness (Madsen et al., 2022)")
+    defaults = RoarConfig()
+    parser.add_argument("--recursive", action="store_true", help="Recursive ROAR")
+    parser.add_argument("--explainers", nargs="+", default=list(defaults.explainers),
+                        choices=EXPLAINERS)
+    parser.add_argument("--ratios", default="0:100:20", help="percent start:stop:step or list")
+    parser.add_argument("--seeds", type=int, default=len(defaults.seeds),
+                        help="number of seeds (0..N-1)")
+    parser.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    parser.add_argument("--model", default=None, help="pretrained folder or Hub id")
+    parser.add_argument("--source", default="movie-snippets")
+    parser.add_argument("--task", default="classification",
+                        choices=["classification", "regression"])
+    parser.add_argument("--text-column", default="text")
+    parser.add_argument("--label-column", default="label")
+    parser.add_argument("--max-len", type=int, default=64)
+    parser.add_argument("--split-seed", type=int, default=0)
+    parser.add_argument("--num-examples", type=int, default=None,
+                        help="subsample before splitting (default: all)")
+    parser.add_argument("--validation-fraction", type=float,
+                        default=defaults.validation_fraction)
+    parser.add_argument("--test-fraction", type=float, default=defaults.test_fraction)
+    parser.add_argument("--metric", default=defaults.metric,
+                        choices=["accuracy", "macro_f1", "pearson"])
+    parser.add_argument("--ig-steps", type=int, default=defaults.ig_steps)
+    for name in ("learning_rate", "batch_size", "max_epochs", "patience", "warmup_steps",
+                 "evals_per_epoch"):
+        kind = type(getattr(TeacherTrainConfig(), name))
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
+                            help="(default: the preset's)")
+    parser.add_argument("--output-dir", default="runs/roar")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.set_defaults(run=_roar_command)
+    return parser
+
+
+def _roar_command(args: argparse.Namespace) -> int:
+    metric = "pearson" if args.task == "regression" else args.metric
+    roar = RoarConfig(explainers=tuple(args.explainers), ratios=parse_ratios(args.ratios),
+                      seeds=tuple(range(args.seeds)), recursive=args.recursive,
+                      num_examples=args.num_examples,
+                      validation_fraction=args.validation_fraction,
+                      test_fraction=args.test_fraction, ig_steps=args.ig_steps, metric=metric)
+    data = DataConfig(source=args.source, task=args.task, text_column=args.text_column,
+                      label_column=args.label_column, max_len=args.max_len,
+                      split_seed=args.split_seed)
+    overrides = {name: getattr(args, name) for name in (
+        "learning_rate", "batch_size", "max_epochs", "patience", "warmup_steps",
+        "evals_per_epoch") if getattr(args, name) is not None}
+    train = dataclasses.replace(PRESETS[args.preset].train, **overrides)
+    report = run_roar(data=data, roar=roar, preset=args.preset, train=train,
+                      model_source=args.model, output_dir=args.output_dir,
+                      progress=not args.no_progress)
+    print(f"{report['mode']} ({report['metric']}, mean over {len(report['seeds'])} seeds)")
+    print(format_table(report))
+    return 0
+

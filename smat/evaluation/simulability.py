@@ -1,0 +1,151 @@
+"""Simulability across data sizes: the grid of students behind the SMaT paper's Table 1.
+
+Simulability (paper Eq. 1) is the agreement of a student with the teacher on held-out data:
+accuracy against the teacher's predictions for classification, Pearson r for regression.
+:func:`run_grid` trains one student per (size, explainer setting, seed) cell, each in its
+own folder with its own ``result.json``, so a killed grid resumes at the first unfinished
+cell. :func:`simulability_table` prints the paper's layout, ``median [q25:q75]`` over seeds,
+marking with ``*`` the cells whose IQR lies above the no-explainer baseline's.
+
+References:
+  Fernandes et al, `Learning to Scaffold: Optimizing Model Explanations for Teaching
+  <https://arxiv.org/abs/2204.10810>`_, 2022, **Eq. 1**, **Table 1**.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline, median_iqr
+from smat.pipeline import run_student
+from smat.student import SETTINGS, StudentTrainConfig
+
+BASELINE = "none"
+
+
+def cell_dir(output_dir: str | Path, *, num_examples: int, explainer: str, seed: int) -> Path:
+    """The folder of one grid cell."""
+    return Path(output_dir) / f"n{num_examples}" / explainer / f"seed{seed}"
+
+
+def run_grid(
+    teacher_dir: str | Path,
+    *,
+    sizes: Sequence[int],
+    explainers: Sequence[str],
+    seeds: Sequence[int],
+    student: StudentTrainConfig,
+    output_dir: str | Path,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Train every (size, explainer, seed) student of a teacher; finished cells are reused.
+
+    Args:
+      teacher_dir: a finished `smat train-teacher` run.
+      sizes: student training sizes (e.g. 500, 1000, 2000).
+      explainers: settings from :data:`smat.student.SETTINGS` ("none" is the baseline).
+      seeds: student seeds.
+      student: hyperparameters shared by all cells (explainer and seed are set per cell).
+      output_dir: grid folder; cell results go to ``n{size}/{explainer}/seed{seed}``.
+      progress: show progress bars.
+
+    Returns:
+      The result records of all cells, in grid order.
+
+    Raises:
+      ValueError: an unknown explainer setting, or no sizes / explainers / seeds.
+    """
+    unknown = sorted(set(explainers) - set(SETTINGS))
+    if unknown:
+        raise ValueError(f"unknown explainer settings {unknown}; choose from {SETTINGS}")
+    for name, values in (("sizes", sizes), ("explainers", explainers), ("seeds", seeds)):
+        if not values:
+            raise ValueError(f"the grid needs at least one of {name}")
+    records = []
+    for num_examples in sizes:
+        for explainer in explainers:
+            for seed in seeds:
+                config = dataclasses.replace(student, explainer=explainer, seed=seed)
+                records.append(run_student(
+                    teacher_dir, config=config, num_examples=num_examples, progress=progress,
+                    output_dir=cell_dir(output_dir, num_examples=num_examples,
+                                        explainer=explainer, seed=seed)))
+    return records
+
+
+def _grouped(records: Sequence[Mapping[str, Any]], metric: str) -> dict[tuple[str, int],
+                                                                       list[float]]:
+    cells: dict[tuple[str, int], list[float]] = {}
+    for record in records:
+        key = (record["explainer"], record["num_examples"])
+        cells.setdefault(key, []).append(float(record["test"][metric]))
+    return cells
+
+
+def simulability_table(records: Sequence[Mapping[str, Any]], *, metric: str = "accuracy",
+                       scale: float = 100.0, digits: int = 2) -> str:
+    """Markdown table: explainers x sizes, ``median [q25:q75]`` of test simulability.
+
+    A ``*`` marks cells whose IQR lies entirely above that of the "none" baseline at the
+    same size (the paper's Table 1 marking).
+
+    Args:
+      records: results of :func:`run_grid` (or :func:`smat.pipeline.run_student`).
+      metric: "accuracy" (classification) or "pearson" (regression).
+      scale: factor applied before printing (100 prints percentages).
+      digits: decimals.
+
+    Raises:
+      ValueError: no records.
+    """
+    if not records:
+        raise ValueError("no results to tabulate")
+    cells = _grouped(records, metric)
+    sizes = sorted({size for _, size in cells})
+    explainers = list(dict.fromkeys(explainer for explainer, _ in cells))
+    lines = ["| explainer | " + " | ".join(f"n={size}" for size in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    for explainer in explainers:
+        row = []
+        for size in sizes:
+            values = cells.get((explainer, size))
+            if values is None:
+                row.append("–")
+                continue
+            baseline = cells.get((BASELINE, size))
+            marked = (explainer != BASELINE and baseline is not None
+                      and iqr_above_baseline(values, baseline))
+            row.append(format_median_iqr(values, scale=scale, digits=digits)
+                       + (" *" if marked else ""))
+        lines.append(f"| {explainer} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def plot_simulability(records: Sequence[Mapping[str, Any]], path: str | Path, *,
+                      metric: str = "accuracy") -> Path:
+    """Plot median simulability against student data size with IQR bands, one line each."""
+    from matplotlib.figure import Figure
+
+    cells = _grouped(records, metric)
+    figure = Figure(figsize=(6, 4))
+    axes = figure.subplots()
+    for explainer in dict.fromkeys(explainer for explainer, _ in cells):
+        sizes = sorted(size for name, size in cells if name == explainer)
+        stats = [median_iqr(cells[(explainer, size)]) for size in sizes]
+        median = np.array([float(s.median) for s in stats])
+        axes.plot(sizes, median, marker="o", label=explainer)
+        axes.fill_between(sizes, [float(s.q25) for s in stats], [float(s.q75) for s in stats],
+                          alpha=0.2)
+    axes.set_xlabel("student training examples")
+    axes.set_ylabel(f"test simulability ({metric})")
+    axes.legend()
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    return path

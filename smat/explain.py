@@ -1,0 +1,166 @@
+"""Explain a trained smat model's predictions with any explainer, by name.
+
+One explicit name -> computation mapping (no registry filled by imports): the static
+explainers of ``baselines`` (Captum-equivalent gradients at the word embeddings, attention
+baselines, rollout, a seeded random baseline) and learned explainers loaded from disk.
+Every explainer runs as one jitted call per batch; gradients explain the predicted class.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import baselines
+from smat import model_store
+from smat.data import Encoded, iterate_batches, tokenize_texts
+from smat.explainer_store import LoadedExplainer, load_explainer
+from smat.models import functional
+from smat.render import render_html
+from smat.run_log import write_json_atomic
+from smat.train import predictions_from_logits
+
+STATIC_EXPLAINERS = ("gradient", "input_x_gradient", "integrated_gradients", "attention_all",
+                     "attention_last", "attention_rollout", "random")
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "name", "ig_steps"))
+def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, *, name: str,
+                  ig_steps: int = 50, seed: int = 0) -> jax.Array:
+    """(B, T) scores of the static explainer `name` on a batch (0 at padding).
+
+    Gradient explainers attribute the predicted class at the word embeddings: "gradient"
+    is the L2 norm of the gradient per token (the SMaT paper's Gradient L2),
+    "input_x_gradient" and "integrated_gradients" (Gauss-Legendre, zero baseline) sum over
+    the embedding dimension. Attention explainers use the query-mean-pooled attention
+    logits (Eq. 11 with uniform head weights) or the attention rollout of the full logits.
+
+    Raises:
+      ValueError: an unknown `name` (at trace time).
+    """
+    if name not in STATIC_EXPLAINERS:
+        raise ValueError(f"unknown explainer {name!r}; choose from {STATIC_EXPLAINERS} or give "
+                         "a saved learned explainer folder")
+    mask = jnp.asarray(attention_mask) != 0
+    if name == "random":
+        return baselines.random_saliency(jax.random.PRNGKey(seed), mask).scores
+    if name.startswith("attention"):
+        out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
+                               token_type_ids=token_type_ids,
+                               attention="full" if name == "attention_rollout" else "pooled")
+        if name == "attention_rollout":
+            return baselines.attention_rollout(out.encoder.attention_logits, mask).scores
+        pooled = out.encoder.pooled_attention_logits
+        explain = (baselines.all_layers_attention if name == "attention_all"
+                   else baselines.last_layer_attention)
+        return explain(pooled, mask).scores
+    f, x, mask = baselines.attribution_inputs(graphdef, params, input_ids=input_ids,
+                                              attention_mask=attention_mask,
+                                              token_type_ids=token_type_ids)
+    if name == "gradient":
+        return baselines.saliency(f, x, mask, reduction="l2").saliency.scores
+    if name == "input_x_gradient":
+        return baselines.input_x_gradient(f, x, mask).saliency.scores
+    return baselines.integrated_gradients(f, x, mask, n_steps=ig_steps).saliency.scores
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "explainer_config"))
+def _learned_scores(graphdef, params, input_ids, attention_mask, token_type_ids,
+                    explainer_params, *, explainer_config) -> jax.Array:
+    out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids, attention="pooled")
+    explainer = LoadedExplainer(explainer_params, explainer_config)
+    return explainer(out.encoder.pooled_attention_logits, attention_mask).scores
+
+
+class Explanations(NamedTuple):
+    """Explanations of N examples by several explainers."""
+
+    tokens: list[list[str]]  # N token lists (length T, padding included)
+    scores: dict[str, np.ndarray]  # explainer name -> (N, T)
+    show: np.ndarray  # (N, T) bool: real, non-special tokens
+    predictions: np.ndarray  # (N,) predicted class ids (or values for regression)
+
+
+def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | Path], *,
+                    task: str, ig_steps: int = 50, batch_size: int = 16
+                    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Scores (N, T) of each explainer and the model's predictions on tokenized data.
+
+    Args:
+      graphdef, params: the model (``smat.models.functional.split``).
+      data: tokenized examples.
+      explainers: static explainer names (:data:`STATIC_EXPLAINERS`) or folders of saved
+        learned explainers (``smat.load_explainer``); a learned one is named by its folder.
+      task: "classification" or "regression".
+      ig_steps: quadrature nodes of integrated gradients.
+      batch_size: rows per jitted call.
+
+    Raises:
+      ValueError: an unknown explainer name; FileNotFoundError: a missing explainer folder.
+    """
+    learned = {str(e): load_explainer(e) for e in explainers if str(e) not in STATIC_EXPLAINERS}
+    scores: dict[str, list[np.ndarray]] = {str(e): [] for e in explainers}
+    logits = []
+    for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
+        args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        logits.append(np.asarray(functional.apply(
+            graphdef, params, batch.input_ids, attention_mask=batch.attention_mask,
+            token_type_ids=batch.token_type_ids, attention="none").logits))
+        for name in scores:
+            if name in learned:
+                value = _learned_scores(*args, learned[name].params,
+                                        explainer_config=learned[name].config)
+            else:
+                value = static_scores(*args, name=name, ig_steps=ig_steps)
+            scores[name].append(np.asarray(value))
+    predictions = predictions_from_logits(np.concatenate(logits), task)
+    return {name: np.concatenate(parts) for name, parts in scores.items()}, predictions
+
+
+def explain_texts(model_dir: str | Path, texts: Sequence[str], explainers: Sequence[str | Path],
+                  *, ig_steps: int = 50, batch_size: int = 16) -> Explanations:
+    """Tokenize `texts`, predict them with the saved model and explain each prediction."""
+    if not texts:
+        raise ValueError("no texts to explain (the input is empty)")
+    if not explainers:
+        raise ValueError(f"name at least one explainer: {STATIC_EXPLAINERS} or a saved folder")
+    trained = model_store.load(model_dir)
+    data = tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
+    graphdef, params = functional.split(trained.model)
+    scores, predictions = explain_encoded(graphdef, params, data, explainers,
+                                          task=trained.info["task"], ig_steps=ig_steps,
+                                          batch_size=batch_size)
+    tokens = [trained.tokenizer.convert_ids_to_tokens(row.tolist()) for row in data.input_ids]
+    show = (data.attention_mask != 0) & ~data.special_tokens_mask
+    return Explanations(tokens, scores, show, predictions)
+
+
+def write_explanations(explanations: Explanations, output_dir: str | Path, *,
+                       texts: Sequence[str], label_names: Sequence[str] = ()) -> dict[str, Any]:
+    """Write ``explanations.json`` and the side-by-side ``explanations.html``."""
+    output_dir = Path(output_dir)
+
+    def label(prediction) -> str:
+        if label_names and float(prediction).is_integer():
+            return label_names[int(prediction)]
+        return f"{float(prediction):.3f}"
+
+    records = [{"text": text, "prediction": label(explanations.predictions[i]),
+                "tokens": [t for t, s in zip(explanations.tokens[i], explanations.show[i],
+                                             strict=True) if s],
+                "scores": {name: [round(float(v), 6) for v in values[i][explanations.show[i]]]
+                           for name, values in explanations.scores.items()}}
+               for i, text in enumerate(texts)]
+    write_json_atomic(output_dir / "explanations.json", records)
+    render_html(output_dir / "explanations.html", explanations.tokens, explanations.scores,
+                show=explanations.show,
+                titles=[f"{r['text']}  (prediction: {r['prediction']})" for r in records])
+    return {"json": str(output_dir / "explanations.json"),
+            "html": str(output_dir / "explanations.html")}
