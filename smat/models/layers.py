@@ -64,7 +64,6 @@ class EncoderOutput(NamedTuple):
     embedding_output: Float[Array, "batch seq hidden"]
 
 
-
 def dropout(x: jax.Array, *, rate: float, key: jax.Array | None) -> jax.Array:
     """Inverted dropout driven only by ``key`` (identity when ``key`` is None or rate 0).
 

@@ -1,0 +1,33 @@
+import jax
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from smat import model_store
+from smat.models import functional, minilm_path
+from tests.helpers import tiny_classifier
+
+
+def test_round_trip_is_exact(tmp_path):
+    model = tiny_classifier(seed=3, pooling="cls")
+    tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
+    model_store.save(tmp_path / "m", model, tokenizer, max_len=16, label_names=["a", "b"])
+    restored = model_store.load(tmp_path / "m")
+    for a, b in zip(jax.tree.leaves(functional.split(model)[1]),
+                    jax.tree.leaves(functional.split(restored.model)[1]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert restored.info["pooling"] == "cls" and restored.info["label_names"] == ["a", "b"]
+    assert restored.tokenizer("a film")["input_ids"] == tokenizer("a film")["input_ids"]
+
+
+def test_saving_other_params_and_errors(tmp_path):
+    model = tiny_classifier()
+    graphdef, params = functional.split(model)
+    zeros = jax.tree.map(np.zeros_like, params)
+    model_store.save(tmp_path / "z", model, None, params=zeros)
+    restored = model_store.load(tmp_path / "z")
+    assert restored.tokenizer is None
+    assert all(np.all(np.asarray(x) == 0) for x in jax.tree.leaves(
+        functional.split(restored.model)[1]))
+    with pytest.raises(FileNotFoundError, match="not a smat trained-model folder"):
+        model_store.load(tmp_path / "missing")
