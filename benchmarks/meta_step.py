@@ -9,8 +9,8 @@ weights do not change the cost) and the same batch of random token ids:
 - smat: beta = 5 with the learned attention explainer on both sides: the inner step on
   (theta, phiS), the pilot step of Eq. 8 and the outer Adam step on phiT through the
   second-order gradient of Eq. 9, every step (meta_interval = 1), with a validation batch of
-  the same shape, and the default forward-over-reverse hypergradient. The nested reverse-mode
-  hypergradient (``ScaffoldConfig(hypergradient="reverse")``) is timed too.
+  the same shape, and the default nested reverse-mode hypergradient. The forward-over-reverse
+  hypergradient (``ScaffoldConfig(hypergradient="forward_over_reverse")``) is timed too.
 
 Teacher outputs (logits, pooled attention logits) are cached in the batches for both, as
 ``smat.train`` does; a third timing runs the teacher forward inside the SMaT step instead
@@ -91,8 +91,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-in-step-teacher", action="store_true",
                         help="skip the timing with the teacher forward inside the step")
-    parser.add_argument("--skip-reverse", action="store_true",
-                        help="skip the timing of the nested reverse-mode hypergradient")
+    parser.add_argument("--skip-forward-over-reverse", action="store_true",
+                        help="skip the timing of the forward-over-reverse hypergradient")
     parser.add_argument("--output", type=Path,
                         default=Path(__file__).parent / "results" / "meta_step.json")
     args = parser.parse_args()
@@ -128,11 +128,11 @@ def main() -> None:
     if metrics["meta_update"] != 1.0 or not np.isfinite(metrics["outer_loss"]):
         raise RuntimeError(f"The SMaT step did not run its outer update: {metrics}")
 
-    t_reverse = None
-    if not args.skip_reverse:
-        reverse_config = ScaffoldConfig(beta=5.0, hypergradient="reverse")
-        t_reverse, _ = time_steps(fresh_state(reverse_config), (train, valid), steps=args.steps,
-                                  repeats=args.repeats, config=reverse_config,
+    t_forward = None
+    if not args.skip_forward_over_reverse:
+        forward_config = ScaffoldConfig(beta=5.0, hypergradient="forward_over_reverse")
+        t_forward, _ = time_steps(fresh_state(forward_config), (train, valid), steps=args.steps,
+                                  repeats=args.repeats, config=forward_config,
                                   functions=smat_functions)
 
     t_in_step = None
@@ -153,8 +153,8 @@ def main() -> None:
         "smat_seconds_per_step": t_smat,
         "plain_steps_per_s": 1.0 / t_plain,
         "smat_steps_per_s": 1.0 / t_smat,
-        "smat_reverse_hypergradient_seconds_per_step": t_reverse,
-        "ratio_reverse_hypergradient": None if t_reverse is None else t_reverse / t_plain,
+        "smat_forward_over_reverse_seconds_per_step": t_forward,
+        "ratio_forward_over_reverse": None if t_forward is None else t_forward / t_plain,
         "smat_in_step_teacher_seconds_per_step": t_in_step,
         "in_step_teacher_over_cached": None if t_in_step is None else t_in_step / t_smat,
         "model": args.model,

@@ -18,10 +18,10 @@ explainer E_phiS. One call of :data:`scaffold_step` performs
 with L_student = L_sim + beta * KL(E_T || E_S) (Eq. 3, :mod:`smat.losses`). The pilot parameters
 theta' are discarded; the student is never reset. Eqs. 8-9 run every ``meta_interval`` steps
 (``lax.cond``, compiled once) and only when the teacher explainer is learned and beta > 0.
-The outer gradient is exact either way: nested ``jax.grad`` through the pilot step
-(``hypergradient="reverse"``, :func:`pilot_objective`, the literal Eq. 9) or, by default, the
-same quantity by forward-over-reverse (one JVP of the student forward instead of a reverse pass
-through the pilot's backward pass; ``benchmarks/meta_step.py`` times both).
+The outer gradient is nested ``jax.grad`` through the pilot step (:func:`pilot_objective`, the
+literal Eq. 9); ``hypergradient="forward_over_reverse"`` computes the same quantity with one JVP
+of the student forward instead of a reverse pass through the pilot's backward pass
+(``benchmarks/meta_step.py`` times both; on CPU they cost the same).
 
 The step is generic over pure functions bundled in :class:`ScaffoldFunctions`, so any model
 (smat.models through ``smat.models.functional.apply``, or a user's own) plugs in.
@@ -47,7 +47,7 @@ from smat.models import functional
 
 PyTree = Any
 Batch = Mapping[str, ArrayLike]
-HYPERGRADIENTS: tuple[str, ...] = ("forward_over_reverse", "reverse")
+HYPERGRADIENTS: tuple[str, ...] = ("reverse", "forward_over_reverse")
 
 
 class TeacherOutput(NamedTuple):
@@ -80,9 +80,9 @@ class ScaffoldConfig:
       outer_clip_norm: global-norm gradient clipping of the outer optimizer.
       explanation_temperature: softmax temperature turning scores into distributions in the KL.
       hypergradient: how the outer gradient of Eq. 9 is computed; both are exact:
-        "reverse" is ``jax.grad`` of :func:`pilot_objective` (nested reverse mode through the
-        pilot step); "forward_over_reverse" (default, faster) replaces the outer reverse pass
-        through the pilot's backward pass by one JVP of the student forward.
+        "reverse" (default) is ``jax.grad`` of :func:`pilot_objective` (nested reverse mode
+        through the pilot step); "forward_over_reverse" replaces the outer reverse pass through
+        the pilot's backward pass by one JVP of the student forward (fewer live activations).
     """
 
     task: Task = "classification"
@@ -94,7 +94,7 @@ class ScaffoldConfig:
     outer_learning_rate: float = 5e-4
     outer_clip_norm: float = 5.0
     explanation_temperature: float = 1.0
-    hypergradient: Literal["forward_over_reverse", "reverse"] = "forward_over_reverse"
+    hypergradient: Literal["reverse", "forward_over_reverse"] = "reverse"
 
     def __post_init__(self) -> None:
         if self.hypergradient not in HYPERGRADIENTS:
@@ -426,8 +426,8 @@ def _outer_gradient(phi_t, theta, phi_s, train_batch, train_teacher, valid_batch
        \qquad v = \nabla_\theta L_{sim}(S_{\theta'}(x_{valid}), T(x_{valid})).
 
     One JVP of the student forward replaces reverse-mode differentiation through the whole
-    backward pass of the pilot step (reverse-over-reverse), which is slower and keeps more
-    activations alive. Tests check it against ``jax.grad`` of :func:`pilot_objective`.
+    backward pass of the pilot step (reverse-over-reverse), which keeps more activations alive.
+    Tests check it against ``jax.grad`` of :func:`pilot_objective`.
     """
     mask = explanation_mask(train_batch)
     scores, scores_vjp = jax.vjp(

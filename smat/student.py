@@ -192,11 +192,26 @@ def explainer_configs(setting: str, *, num_layers: int, num_heads: int, normaliz
     return teacher, student
 
 
-def _feature_explainer(config: attention.AttentionExplainerConfig):
-    """Explainer over cached (B, L, H, T) features (rows keep the example axis first)."""
-    def explain(params, features, mask):
-        return attention.apply(params, jnp.swapaxes(features, 0, 1), mask, config=config)
-    return explain
+@dataclasses.dataclass(frozen=True)
+class AttentionExplainerFn:
+    """``(phi, pooled, mask) -> Saliency`` for the SMaT step, compared by value.
+
+    Equal configs give equal functions, so the jitted step compiled for one student run is
+    reused by the next (seeds, settings) instead of being traced and compiled again.
+
+    Attributes:
+      config: the attention explainer (paper Eq. 11).
+      example_first: the pooled rows arrive as cached (B, L, H, T) teacher features rather
+        than the model's (L, B, H, T).
+    """
+
+    config: attention.AttentionExplainerConfig
+    example_first: bool = False
+
+    def __call__(self, params, pooled, mask):
+        if self.example_first:
+            pooled = jnp.swapaxes(pooled, 0, 1)  # (L, B, H, T)
+        return attention.apply(params, pooled, mask, config=self.config)
 
 
 def train_student(
@@ -244,20 +259,11 @@ def train_student(
     graphdef, params = functional.split(model)
     params = jax.tree.map(jnp.copy, params)  # the step donates its state
 
-    def student_forward(theta, batch, dropout_rng):
-        out = functional.apply(graphdef, theta, batch["input_ids"],
-                               attention_mask=batch["attention_mask"],
-                               token_type_ids=batch["token_type_ids"], dropout_rng=dropout_rng,
-                               attention="pooled" if beta > 0 else "none")
-        return out.logits, out.encoder.pooled_attention_logits
-
-    def student_explainer(phi, pooled, mask):
-        return attention.apply(phi, pooled, mask, config=student_cfg)
-
     functions = scaffold.ScaffoldFunctions(
-        student_forward=student_forward,
-        student_explainer=student_explainer if beta > 0 else None,
-        teacher_explainer=_feature_explainer(teacher_cfg) if learned else None,
+        student_forward=scaffold.ClassifierForward(graphdef),
+        student_explainer=AttentionExplainerFn(student_cfg) if beta > 0 else None,
+        teacher_explainer=AttentionExplainerFn(teacher_cfg, example_first=True)
+        if learned else None,
     )
     step_config = scaffold.ScaffoldConfig(
         task=task, beta=beta, meta_interval=config.meta_interval,

@@ -25,7 +25,7 @@ from smat.evaluation.roar_synthetic import (
     make_synthetic_problem,
     roar_curve,
 )
-from smat.train import TeacherTrainConfig
+from smat.train import TeacherResult, TeacherTrainConfig
 from tests.helpers import synthetic_encoded, tiny_classifier
 
 # ------------------------------------------------------------------ masking op
@@ -176,11 +176,29 @@ def _runner(tmp_path, *, recursive, explainers=("gradient",), ratios=(0.0, 0.5, 
 
 @pytest.fixture
 def count_training(monkeypatch):
+    """Record every training call; the stand-in returns the initial parameters at once.
+
+    Training itself is smat.train's (tested there, and end to end below under ``slow``);
+    here only which cells train, on what, matters.
+    """
+    calls = []
+
+    def stand_in(model, train, validation, *, task, config, output_dir, progress):
+        calls.append({"output_dir": output_dir, "train": train, "seed": config.seed})
+        (output_dir / "train-started").parent.mkdir(parents=True, exist_ok=True)
+        return TeacherResult(roar_job.functional.split(model)[1], {"accuracy": 0.5}, 0, 0, 0.0)
+
+    monkeypatch.setattr(roar_job, "train_teacher", stand_in)
+    return calls
+
+
+@pytest.fixture
+def count_real_training(monkeypatch):
     calls = []
     real = roar_job.train_teacher
 
     def counted(*args, **kwargs):
-        calls.append(kwargs["output_dir"])
+        calls.append({"output_dir": kwargs["output_dir"]})
         return real(*args, **kwargs)
 
     monkeypatch.setattr(roar_job, "train_teacher", counted)
@@ -199,6 +217,10 @@ def test_recursive_run_resumes_from_cache_without_training(tmp_path, count_train
     assert np.all(masks[0] <= masks[1]) and not np.any(masks[1] & ~maskable)
     assert masks[1].sum() > masks[0].sum() > 0
     assert not any(runner.root.rglob("train"))  # optimizer checkpoints removed
+    # The model of each cell trains on its masked data: [MASK] (id 4) exactly at the mask.
+    last = count_training[-1]["train"]
+    np.testing.assert_array_equal(last.input_ids == 4, masks[1])
+    np.testing.assert_array_equal(last.labels, runner.splits.train.labels)
     second = roar_job.run_cells(runner)
     assert len(count_training) == 6 and runner.trained_cells == 0
     np.testing.assert_array_equal(second.curves["gradient"], first.curves["gradient"])
@@ -206,7 +228,7 @@ def test_recursive_run_resumes_from_cache_without_training(tmp_path, count_train
     # A killed run: the last explainer cell never wrote its result; only it is redone.
     (cells[-1] / "result.json").unlink()
     roar_job.run_cells(_runner(tmp_path, recursive=True, ratios=(0.0, 0.25, 0.5, 1.0)))
-    assert len(count_training) == 7 and count_training[-1].parent == cells[-1]
+    assert len(count_training) == 7 and count_training[-1]["output_dir"].parent == cells[-1]
 
 
 def test_roar_shares_the_unmasked_full_and_random_cells(tmp_path, count_training):
@@ -223,6 +245,17 @@ def test_roar_shares_the_unmasked_full_and_random_cells(tmp_path, count_training
     record = json.loads(next(root.glob("all-masked/roar/seed0/*/result.json")).read_text())
     assert record["masked_fraction"] == 1.0
     assert set(result.faithfulness) == {"gradient"} and len(result.faithfulness["gradient"]) == 1
+
+
+@pytest.mark.slow
+def test_real_training_run_and_resume(tmp_path, count_real_training):
+    first = roar_job.run_cells(_runner(tmp_path, recursive=True))
+    assert len(count_real_training) == 4
+    record = json.loads(next(tmp_path.rglob("unmasked/roar/seed0/*/result.json")).read_text())
+    assert record["steps"] == 3 and set(record["test"]) == {"accuracy", "macro_f1"}
+    second = roar_job.run_cells(_runner(tmp_path, recursive=True))
+    assert len(count_real_training) == 4
+    np.testing.assert_array_equal(second.curves["gradient"], first.curves["gradient"])
 
 
 def test_explain_targets_the_gold_label():
