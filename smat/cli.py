@@ -18,6 +18,7 @@ import typing
 from collections.abc import Sequence
 from pathlib import Path
 
+from smat.evaluation.roar_cli import build_roar_parser
 from smat.pipeline import DataConfig, run_student, run_teacher
 from smat.student import SETTINGS, StudentTrainConfig
 from smat.train import TeacherTrainConfig
@@ -174,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true")
     demo.set_defaults(run=_demo)
 
+    build_roar_parser(commands)
+
     predict = commands.add_parser("predict", help="predict a file of texts (one per line)")
     predict.add_argument("--model", required=True, help="a trained-model folder")
     predict.add_argument("--batch-size", type=int, default=64)
@@ -182,9 +185,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _enable_compilation_cache() -> None:
+    """Persist compiled XLA programs across runs (a rerun of the demo skips compiling).
+
+    Honours JAX_COMPILATION_CACHE_DIR; otherwise uses ~/.cache/smat/jax. Only the command
+    line does this: library modules never change jax.config.
+    """
+    import jax
+
+    if not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir",
+                          str(Path.home() / ".cache" / "smat" / "jax"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `smat` console script."""
     args = build_parser().parse_args(argv)
+    _enable_compilation_cache()
     try:
         return args.run(args)
     except (ValueError, FileNotFoundError, TypeError) as error:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -92,17 +93,34 @@ class TeacherResult(NamedTuple):
 
 
 def teacher_optimizer(config: TeacherTrainConfig, total_steps: int) -> optax.GradientTransformation:
-    """Clip, then AdamW on a warmup + linear-decay schedule (DESIGN 4)."""
-    warmup = min(config.warmup_steps, max(total_steps - 1, 0))
+    """Clip, then AdamW on a warmup + linear-decay schedule (DESIGN 4).
+
+    Equal hyperparameters return the *same* object, so the jitted step (which takes the
+    optimizer as a static argument) compiles once for every run that shares them, e.g. the
+    seeds and cells of a ROAR sweep.
+
+    Warns:
+      UserWarning: warmup_steps >= total_steps; the warmup is shortened to total_steps - 1.
+    """
+    warmup = config.warmup_steps
+    if warmup >= total_steps:
+        warmup = max(total_steps - 1, 0)
+        warnings.warn(f"warmup_steps={config.warmup_steps} >= the {total_steps} training steps; "
+                      f"warming up for {warmup} steps instead", stacklevel=2)
+    return _adamw_with_warmup(config.learning_rate, warmup, total_steps, config.weight_decay,
+                              config.clip_norm)
+
+
+@functools.lru_cache(maxsize=32)
+def _adamw_with_warmup(learning_rate: float, warmup: int, total_steps: int,
+                       weight_decay: float, clip_norm: float) -> optax.GradientTransformation:
     schedule = optax.join_schedules(
-        [optax.linear_schedule(0.0, config.learning_rate, max(warmup, 1)),
-         optax.linear_schedule(config.learning_rate, 0.0, max(total_steps - warmup, 1))],
+        [optax.linear_schedule(0.0, learning_rate, max(warmup, 1)),
+         optax.linear_schedule(learning_rate, 0.0, max(total_steps - warmup, 1))],
         boundaries=[warmup],
     )
-    return optax.chain(
-        optax.clip_by_global_norm(config.clip_norm),
-        optax.adamw(schedule, weight_decay=config.weight_decay),
-    )
+    return optax.chain(optax.clip_by_global_norm(clip_norm),
+                       optax.adamw(schedule, weight_decay=weight_decay))
 
 
 def trim_to_length(batch: Encoded, multiple: int) -> Encoded:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from smat.evaluation import roar_job
+from smat.evaluation import roar_cli, roar_job
 from smat.evaluation.roar import (
     mask_input_ids,
     maskable_tokens,
@@ -288,18 +288,18 @@ def test_small_preset_keeps_minilm_first_two_layers():
 
 
 def test_config_and_command_line():
-    assert roar_job.parse_ratios("0:100:20") == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
-    assert roar_job.parse_ratios("0,50,100") == (0.0, 0.5, 1.0)
+    assert roar_cli.parse_ratios("0:100:20") == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    assert roar_cli.parse_ratios("0,50,100") == (0.0, 0.5, 1.0)
     with pytest.raises(ValueError, match="start:stop:step"):
-        roar_job.parse_ratios("0-100")
+        roar_cli.parse_ratios("0-100")
     with pytest.raises(ValueError, match="explainers must be distinct names"):
         roar_job.RoarConfig(explainers=("random",))
     parser = argparse.ArgumentParser()
-    roar_job.build_roar_parser(parser.add_subparsers(dest="command"))
+    roar_cli.build_roar_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["roar", "--recursive", "--explainers", "attention", "gradient",
                               "--ratios", "0:100:10", "--seeds", "3", "--preset", "small"])
     assert args.recursive and args.seeds == 3 and args.explainers == ["attention", "gradient"]
-    assert args.run is roar_job._roar_command
+    assert args.run is roar_cli._roar_command
 
 
 # ------------------------------------------------------------------ synthetic validation

@@ -35,6 +35,17 @@ from smat.evaluation.plausibility import mean_rank as mean_rank
 from smat.evaluation.plausibility import roc_auc as roc_auc
 from smat.evaluation.plausibility import token_f1 as token_f1
 from smat.evaluation.plausibility import word_level_scores as word_level_scores
+from smat.evaluation.roar import FaithfulnessSummary as FaithfulnessSummary
+from smat.evaluation.roar import RoarFaithfulness as RoarFaithfulness
+from smat.evaluation.roar import mask_input_ids as mask_input_ids
+from smat.evaluation.roar import maskable_tokens as maskable_tokens
+from smat.evaluation.roar import num_to_mask as num_to_mask
+from smat.evaluation.roar import plot_roar as plot_roar
+from smat.evaluation.roar import roar_faithfulness as roar_faithfulness
+from smat.evaluation.roar import roar_mask as roar_mask
+from smat.evaluation.roar import summarize_faithfulness as summarize_faithfulness
+from smat.evaluation.roar_synthetic import make_synthetic_problem as make_synthetic_problem
+from smat.evaluation.roar_synthetic import roar_curve as roar_curve
 from smat.evaluation.statistics import MedianIQR as MedianIQR
 from smat.evaluation.statistics import WilcoxonResult as WilcoxonResult
 from smat.evaluation.statistics import bootstrap_ci as bootstrap_ci
@@ -53,9 +64,11 @@ __all__ = [
     "AgreementMatrix",
     "F1Result",
     "FaithfulnessResult",
+    "FaithfulnessSummary",
     "MeanRankResult",
     "MedianIQR",
     "PerInstance",
+    "RoarFaithfulness",
     "SeedAggregate",
     "SyntheticTask",
     "Validity",
@@ -73,13 +86,22 @@ __all__ = [
     "iou_f1",
     "iqr_above_baseline",
     "kendall_tau_b",
+    "make_synthetic_problem",
+    "mask_input_ids",
+    "maskable_tokens",
     "mean_rank",
     "median_iqr",
+    "num_to_mask",
     "num_tokens_per_bin",
     "pearson_r",
     "plot_agreement_matrix",
+    "plot_roar",
+    "roar_curve",
+    "roar_faithfulness",
+    "roar_mask",
     "roc_auc",
     "spearman_rho",
+    "summarize_faithfulness",
     "token_f1",
     "top_k_overlap",
     "wilcoxon_greater",
