@@ -13,10 +13,12 @@ weights do not change the cost) and the same batch of random token ids:
   hypergradient (``ScaffoldConfig(hypergradient="forward_over_reverse")``) is timed too.
 
 Teacher outputs (logits, pooled attention logits) are cached in the batches for both, as
-``smat.train`` does; a third timing runs the teacher forward inside the SMaT step instead
+``smat.student`` does; another timing runs the teacher forward inside the SMaT step instead
 (``ScaffoldFunctions.teacher_forward``), which measures the caching choice. Compile time is
-excluded (one warm-up step per side). Prints ``RESULT meta_step <smat / plain time ratio>`` as
-its last line and writes benchmarks/results/meta_step.json.
+excluded (one warm-up step per side); the variants are timed in interleaved rounds (best
+round per variant) so that load changes on a shared machine hit all of them alike. Prints
+``RESULT meta_step <smat / plain time ratio>`` as its last line and writes
+benchmarks/results/meta_step.json.
 
 Run: ``.venv/bin/python benchmarks/meta_step.py [--model minilm --batch-size 32 --seq-len 64]``
 (a few minutes on 2 CPU cores, mostly compilation; ``--model tiny`` for a smoke run).
@@ -68,18 +70,21 @@ def make_batch(rng, teacher, *, batch_size, seq_len, vocab):
     return batch, {**batch, "teacher_logits": out.logits, "teacher_features": out.features}
 
 
-def time_steps(state, args, *, steps, repeats, **kwargs):
-    """Best-of-``repeats`` seconds per step after one compiling warm-up step."""
-    state, metrics = scaffold_step(state, *args, **kwargs)
-    jax.block_until_ready(metrics)
-    best = float("inf")
-    for _ in range(repeats):
+class Timed:
+    """One variant of the step: compiled by a warm-up call, then timed in rounds."""
+
+    def __init__(self, state, args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+        self.state, self.metrics = scaffold_step(state, *args, **kwargs)  # compiles
+        jax.block_until_ready(self.metrics)
+        self.best = float("inf")
+
+    def round(self, steps: int) -> None:
         t0 = time.perf_counter()
         for _ in range(steps):
-            state, metrics = scaffold_step(state, *args, **kwargs)
-        jax.block_until_ready((state, metrics))
-        best = min(best, (time.perf_counter() - t0) / steps)
-    return best, jax.device_get(metrics)
+            self.state, self.metrics = scaffold_step(self.state, *self.args, **self.kwargs)
+        jax.block_until_ready((self.state, self.metrics))
+        self.best = min(self.best, (time.perf_counter() - t0) / steps)
 
 
 def main() -> None:
@@ -88,7 +93,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-in-step-teacher", action="store_true",
                         help="skip the timing with the teacher forward inside the step")
     parser.add_argument("--skip-forward-over-reverse", action="store_true",
@@ -113,36 +118,38 @@ def main() -> None:
                           teacher_explainer_params=explainer.init(None), rng=jax.random.key(0))
 
     plain_config = ScaffoldConfig(beta=0.0)
-    plain_functions = ScaffoldFunctions(student_forward=forward)
-    t_plain, _ = time_steps(
-        fresh_state(plain_config)._replace(teacher_explainer_params=None, outer_opt_state=None),
-        (train, None), steps=args.steps, repeats=args.repeats, config=plain_config,
-        functions=plain_functions)
-
     smat_config = ScaffoldConfig(beta=5.0)
     smat_functions = ScaffoldFunctions(student_forward=forward, student_explainer=explainer.apply,
                                        teacher_explainer=explainer.apply)
-    t_smat, metrics = time_steps(fresh_state(smat_config), (train, valid), steps=args.steps,
-                                 repeats=args.repeats, config=smat_config,
-                                 functions=smat_functions)
-    if metrics["meta_update"] != 1.0 or not np.isfinite(metrics["outer_loss"]):
-        raise RuntimeError(f"The SMaT step did not run its outer update: {metrics}")
-
-    t_forward = None
+    variants = {
+        "plain": Timed(fresh_state(plain_config)._replace(teacher_explainer_params=None,
+                                                          outer_opt_state=None),
+                       (train, None), config=plain_config,
+                       functions=ScaffoldFunctions(student_forward=forward)),
+        "smat": Timed(fresh_state(smat_config), (train, valid), config=smat_config,
+                      functions=smat_functions),
+    }
     if not args.skip_forward_over_reverse:
         forward_config = ScaffoldConfig(beta=5.0, hypergradient="forward_over_reverse")
-        t_forward, _ = time_steps(fresh_state(forward_config), (train, valid), steps=args.steps,
-                                  repeats=args.repeats, config=forward_config,
-                                  functions=smat_functions)
-
-    t_in_step = None
+        variants["forward_over_reverse"] = Timed(fresh_state(forward_config), (train, valid),
+                                                 config=forward_config, functions=smat_functions)
     if not args.skip_in_step_teacher:
         in_step = ScaffoldFunctions(student_forward=forward, student_explainer=explainer.apply,
                                     teacher_explainer=explainer.apply,
                                     teacher_forward=ClassifierTeacher(teacher[0]))
-        t_in_step, _ = time_steps(fresh_state(smat_config), (raw_train, raw_valid, teacher[1]),
-                                  steps=args.steps, repeats=args.repeats, config=smat_config,
-                                  functions=in_step)
+        variants["in_step_teacher"] = Timed(fresh_state(smat_config),
+                                            (raw_train, raw_valid, teacher[1]),
+                                            config=smat_config, functions=in_step)
+    # Rounds interleave the variants so that a change of machine load hits all of them.
+    for _ in range(args.repeats):
+        for variant in variants.values():
+            variant.round(args.steps)
+    metrics = jax.device_get(variants["smat"].metrics)
+    if metrics["meta_update"] != 1.0 or not np.isfinite(metrics["outer_loss"]):
+        raise RuntimeError(f"The SMaT step did not run its outer update: {metrics}")
+    t_plain, t_smat = variants["plain"].best, variants["smat"].best
+    t_forward = getattr(variants.get("forward_over_reverse"), "best", None)
+    t_in_step = getattr(variants.get("in_step_teacher"), "best", None)
 
     ratio = t_smat / t_plain
     result = {

@@ -6,11 +6,16 @@
     smat simulability --teacher runs/teacher --sizes 500 1000 2000 --seeds 5 --explainers ...
     smat explain --model runs/teacher/model --explainer gradient attention_all texts.txt
     smat predict --model runs/teacher/model texts.txt
+
+Training and evaluation commands take --devices N (shard batches over N devices, default
+all) and, on several hosts, --coordinator / --num-processes / --process-id or --distributed
+(see smat.parallel).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -39,6 +44,38 @@ def _add_dataclass_flags(parser: argparse.ArgumentParser, cls: type, *,
         parser.add_argument(flag, dest=f"{cls.__name__}.{field.name}", type=kind,
                             metavar=field.name.upper(),
                             default=default, help=f"(default: {default})")
+
+
+def _add_parallel_flags(parser: argparse.ArgumentParser) -> None:
+    """--devices and the multi-host flags of smat.parallel.initialize_distributed."""
+    group = parser.add_argument_group("devices (smat.parallel)")
+    group.add_argument("--devices", type=int, default=None,
+                       help="devices to shard each batch over (default: all)")
+    group.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                       help="multi-host: address of process 0 (or JAX_COORDINATOR_ADDRESS)")
+    group.add_argument("--num-processes", type=int, default=None,
+                       help="multi-host: number of processes (or JAX_NUM_PROCESSES)")
+    group.add_argument("--process-id", type=int, default=None,
+                       help="multi-host: this process, 0..N-1 (or JAX_PROCESS_ID)")
+    group.add_argument("--distributed", action="store_true",
+                       help="multi-host with JAX's cluster detection (TPU pod, SLURM, MPI)")
+
+
+@contextlib.contextmanager
+def _device_mesh(args: argparse.Namespace):
+    """Start multi-host JAX if asked, then run with a data mesh as JAX's ambient mesh."""
+    if not hasattr(args, "devices"):
+        yield
+        return
+    import jax
+
+    from smat.parallel import data_mesh, initialize_distributed
+
+    initialize_distributed(coordinator_address=args.coordinator,
+                           num_processes=args.num_processes, process_id=args.process_id,
+                           auto=args.distributed)
+    with jax.set_mesh(data_mesh(args.devices)):
+        yield
 
 
 def _build_config(cls: type, args: argparse.Namespace, **overrides):
@@ -131,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     teacher.add_argument("--pooling", default="scalar_mix", choices=["scalar_mix", "cls", "mean"])
     teacher.add_argument("--output-dir", default="runs/teacher")
     teacher.add_argument("--no-progress", action="store_true")
+    _add_parallel_flags(teacher)
     teacher.set_defaults(run=_train_teacher)
 
     student = commands.add_parser("train-student",
@@ -142,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="(default: TEACHER/students/n{N}/{explainer}/seed{S})")
     student.add_argument("--no-progress", action="store_true")
     _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
+    _add_parallel_flags(student)
     student.set_defaults(run=_train_student)
 
     grid = commands.add_parser("simulability",
@@ -154,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_argument("--output-dir", default=None, help="(default: TEACHER/simulability)")
     grid.add_argument("--no-progress", action="store_true")
     _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer", "seed"))
+    _add_parallel_flags(grid)
     grid.set_defaults(run=_simulability)
 
     explain = commands.add_parser("explain", help="explain predictions; JSON + HTML page")
@@ -166,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--batch-size", type=int, default=16)
     explain.add_argument("--output-dir", default="runs/explain")
     explain.add_argument("texts", help="text file, one example per line")
+    _add_parallel_flags(explain)
     explain.set_defaults(run=_explain)
 
     demo = commands.add_parser("demo", help="the main job end to end on the offline defaults")
@@ -173,14 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--teacher", default=None,
                       help="reuse this teacher run folder (default: OUTPUT_DIR/teacher)")
     demo.add_argument("--no-progress", action="store_true")
+    _add_parallel_flags(demo)
     demo.set_defaults(run=_demo)
 
-    build_roar_parser(commands)
+    _add_parallel_flags(build_roar_parser(commands))
 
     predict = commands.add_parser("predict", help="predict a file of texts (one per line)")
     predict.add_argument("--model", required=True, help="a trained-model folder")
     predict.add_argument("--batch-size", type=int, default=64)
     predict.add_argument("texts", help="text file, one example per line")
+    _add_parallel_flags(predict)
     predict.set_defaults(run=_predict)
     return parser
 
@@ -203,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _enable_compilation_cache()
     try:
-        return args.run(args)
+        with _device_mesh(args):
+            return args.run(args)
     except (ValueError, FileNotFoundError, TypeError) as error:
         print(f"smat {args.command}: error: {error}", file=sys.stderr)
         return 2

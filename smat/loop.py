@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from smat import checkpoint
 from smat.data import iterate_batches, num_batches
 from smat.data.batching import num_rows
+from smat.parallel import replicate, resolve_mesh, shard_batch
 from smat.run_log import MetricsWriter, check_finite, mean_metrics
 
 PyTree = Any
@@ -53,6 +54,7 @@ def fit(
     output_dir: str | Path,
     progress: bool = True,
     desc: str = "train",
+    mesh: jax.sharding.Mesh | None = None,
 ) -> LoopResult:
     """Run `step` over epochs of `train` with early stopping on `evaluate(state)[metric]`.
 
@@ -70,12 +72,17 @@ def fit(
       output_dir: holds ``metrics.jsonl`` and the ``last/`` checkpoint.
       progress: show a tqdm bar.
       desc: the bar's label.
+      mesh: data parallelism (:mod:`smat.parallel`): the state is replicated over the
+        mesh (also after resuming) and every prepared batch is sharded over its "data" axis
+        on the leading (example) axis. None uses JAX's ambient mesh (``jax.set_mesh``) if it
+        has a "data" axis, else runs unplaced.
 
     Returns:
       :class:`LoopResult`.
 
     Raises:
-      ValueError: fewer training rows than one batch.
+      ValueError: fewer training rows than one batch, or a batch that does not divide over
+        the mesh's devices.
       RuntimeError: a non-finite metric (naming the step range).
     """
     output_dir = Path(output_dir)
@@ -94,6 +101,9 @@ def fit(
         best_scores, best_step, bad_evals = meta["best"], meta["best_step"], meta["bad_evals"]
         if meta["finished"]:
             return LoopResult(best, best_scores, best_step, int(state.step), 0.0)
+    mesh = resolve_mesh(mesh)
+    if mesh is not None:
+        state = replicate(state, mesh)
     writer = MetricsWriter(output_dir / "metrics.jsonl", resume_step=int(state.step))
 
     start = int(state.step)
@@ -106,7 +116,10 @@ def fit(
                                   drop_last=True,
                                   start_batch=int(state.step) - epoch * steps_per_epoch)
         for rows in batches:
-            state, step_metrics = step(state, prepare(rows))
+            batch = prepare(rows)
+            if mesh is not None:
+                batch = shard_batch(batch, mesh)
+            state, step_metrics = step(state, batch)
             window.append(step_metrics)
             bar.update(1)
             current = int(state.step)

@@ -31,7 +31,8 @@ from smat.explain import static_scores
 from smat.explainers import attention
 from smat.loop import fit
 from smat.models import functional
-from smat.train import predict_logits, predictions_from_logits, trim_to_length
+from smat.parallel import resolve_mesh, shard_batch
+from smat.train import pad_rows, predict_logits, predictions_from_logits, trim_to_length
 
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
@@ -123,28 +124,39 @@ def _teacher_logits_and_pooled(graphdef, params, input_ids, attention_mask, toke
 
 
 def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
-                  setting: str, ig_steps: int = 50, batch_size: int = 32) -> StudentRows:
+                  setting: str, ig_steps: int = 50, batch_size: int = 32,
+                  mesh: jax.sharding.Mesh | None = None) -> StudentRows:
     """Run the fixed teacher once over `data` and keep what the student step needs.
+
+    The last batch is padded to `batch_size` (padding rows are dropped again), so every
+    batch has one shape; with a mesh each batch is sharded over its devices.
 
     Args:
       graphdef, params: the teacher (``smat.models.functional.split``).
       data: the student's tokenized examples.
       setting: one of :data:`SETTINGS`; decides which explanation is cached.
       ig_steps: quadrature nodes for ``integrated_gradients``.
-      batch_size: rows per teacher call.
+      batch_size: rows per teacher call (a multiple of the mesh's devices).
+      mesh: data parallelism (:mod:`smat.parallel`); None uses the ambient mesh, if any.
 
     Returns:
       :class:`StudentRows` aligned with `data`.
     """
+    mesh = resolve_mesh(mesh)
     logits, features, scores = [], [], []
     for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
-        args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        rows = len(batch.labels)
+        inputs = tuple(pad_rows(batch, batch_size))[:3]  # input_ids, attention_mask, type ids
+        if mesh is not None:
+            inputs = shard_batch(inputs, mesh)
+        args = (graphdef, params, *inputs)
         batch_logits, pooled = _teacher_logits_and_pooled(*args)
-        logits.append(np.asarray(batch_logits))
+        logits.append(np.asarray(batch_logits)[:rows])
         if setting == "smat":
-            features.append(np.asarray(pooled))
+            features.append(np.asarray(pooled)[:rows])
         elif setting != "none":  # a static teacher explainer (smat.explain, paper §5)
-            scores.append(np.asarray(static_scores(*args, name=setting, ig_steps=ig_steps)))
+            scores.append(np.asarray(static_scores(*args, name=setting,
+                                                   ig_steps=ig_steps))[:rows])
     n = len(data.labels)
     empty = np.zeros((n, 0), np.float32)
     return StudentRows(*data, teacher_logits=np.concatenate(logits),
@@ -224,6 +236,7 @@ def train_student(
     config: StudentTrainConfig,
     output_dir: str | Path,
     progress: bool = True,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> StudentResult:
     """Train `model` to simulate the teacher whose outputs are cached in the rows.
 
@@ -237,6 +250,8 @@ def train_student(
       config: the setting and its hyperparameters.
       output_dir: run folder (``metrics.jsonl``, ``last/``).
       progress: show a progress bar.
+      mesh: data parallelism (:mod:`smat.parallel`): train and validation batches sharded
+        over the mesh's devices, the SMaT state replicated; None uses the ambient mesh.
 
     Returns:
       :class:`StudentResult` (the learned SMaT head coefficients when setting is "smat").
@@ -275,6 +290,7 @@ def train_student(
         teacher_explainer_params=attention.init(None, teacher_cfg) if learned else None,
         rng=jax.random.PRNGKey(config.seed))  # raw uint32 key data: checkpointable
     num_valid = len(validation.labels)
+    mesh = resolve_mesh(mesh)
 
     def step(state, rows):
         draw = np.random.default_rng([config.seed, int(state.step)]).choice(
@@ -284,12 +300,14 @@ def train_student(
                      _trim_rows(valid_rows, config.length_multiple).input_ids.shape[1])
         train_batch = _as_batch(_trim_rows(rows, config.length_multiple, length))
         valid_batch = _as_batch(_trim_rows(valid_rows, config.length_multiple, length))
+        if mesh is not None and learned:
+            valid_batch = shard_batch(valid_batch, mesh)
         return scaffold.scaffold_step(state, train_batch, valid_batch if learned else None,
                                       config=step_config, functions=functions)
 
     def simulability(student_params, rows):
         logits = predict_logits(graphdef, student_params, Encoded(*rows[:5]),
-                                length_multiple=config.length_multiple)
+                                length_multiple=config.length_multiple, mesh=mesh)
         return task_metrics(task, predictions_from_logits(logits, task),
                             predictions_from_logits(rows.teacher_logits, task))
 
@@ -302,7 +320,7 @@ def train_student(
                            s.teacher_explainer_params},
         batch_size=config.batch_size, max_epochs=config.max_epochs, patience=config.patience,
         evals_per_epoch=config.evals_per_epoch, seed=config.seed, output_dir=output_dir,
-        progress=progress, desc=f"student[{setting}]",
+        progress=progress, desc=f"student[{setting}]", mesh=mesh,
     )
     best = result.best
     return StudentResult(best["student"], best["teacher_explainer"], result.best_scores,

@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,12 +25,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from tqdm.auto import tqdm
 
 from smat.data import Encoded, iterate_batches, num_batches
 from smat.evaluation.task_metrics import primary_metric, task_metrics
 from smat.loop import fit
 from smat.losses import label_loss
 from smat.models import functional
+from smat.parallel import replicate, resolve_mesh, shard_batch
+from smat.run_log import MetricsWriter, check_finite, mean_metrics
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -138,9 +143,7 @@ def trim_to_length(batch: Encoded, multiple: int) -> Encoded:
     )
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "optimizer", "task"),
-                   donate_argnames=("state",))
-def teacher_step(
+def teacher_update(
     graphdef: nnx.GraphDef,
     state: TrainState,
     input_ids: jax.Array,
@@ -152,7 +155,12 @@ def teacher_step(
     optimizer: optax.GradientTransformation,
     task: str,
 ) -> tuple[TrainState, dict[str, jax.Array]]:
-    """One supervised update on gold labels, with dropout keyed by fold_in(key, step)."""
+    """One supervised update on gold labels, with dropout keyed by fold_in(key, step).
+
+    Jitted as :data:`teacher_step` (state donated) and, vmapped over seeds, as
+    :data:`teacher_seed_step`. Sharded inputs (:mod:`smat.parallel`) make jit partition the
+    update over the devices; the batch-mean loss makes the result that of one device.
+    """
 
     def loss_fn(params):
         logits = functional.apply(
@@ -170,28 +178,57 @@ def teacher_step(
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
+teacher_step = jax.jit(teacher_update, static_argnames=("graphdef", "optimizer", "task"),
+                       donate_argnames=("state",))
+
+
+def _teacher_seed_update(graphdef, states, input_ids, attention_mask, token_type_ids, labels,
+                         keys, *, optimizer, task):
+    """:func:`teacher_update` vmapped over a leading seed axis of every argument but the
+    static ones: states (S, ...), batches (S, B, ...) and keys (S,)."""
+    update = functools.partial(teacher_update, graphdef, optimizer=optimizer, task=task)
+    return jax.vmap(update)(states, input_ids, attention_mask, token_type_ids, labels, keys)
+
+
+teacher_seed_step = jax.jit(_teacher_seed_update,
+                            static_argnames=("graphdef", "optimizer", "task"),
+                            donate_argnames=("states",))
+
+
 @functools.partial(jax.jit, static_argnames=("graphdef",))
 def _logits(graphdef, params, input_ids, attention_mask, token_type_ids):
     return functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
                             token_type_ids=token_type_ids, attention="none").logits
 
 
+def pad_rows(batch: NamedTuple, batch_size: int) -> NamedTuple:
+    """`batch` with copies of its first row appended up to `batch_size` rows (fixed shapes)."""
+    rows = len(batch[0])
+    if rows >= batch_size:
+        return batch
+    pad = np.zeros(batch_size - rows, dtype=np.int64)
+    return type(batch)(*(np.concatenate([f, f[pad]]) for f in batch))
+
+
 def predict_logits(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
-                   batch_size: int = 64, length_multiple: int = 16) -> np.ndarray:
+                   batch_size: int = 64, length_multiple: int = 16,
+                   mesh: jax.sharding.Mesh | None = None) -> np.ndarray:
     """Model outputs (N, C) for every row of `data`, in order, in eval mode (no dropout).
 
     The last batch is padded to `batch_size` with copies of its first row (then sliced
-    away) so every call reuses the same compiled shapes.
+    away) so every call reuses the same compiled shapes. With a `mesh` (or an ambient one,
+    see :func:`smat.parallel.resolve_mesh`) every batch is sharded over its devices, so
+    `batch_size` must be a multiple of their number.
     """
+    mesh = resolve_mesh(mesh)
     outputs = []
     for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
         rows = batch.input_ids.shape[0]
-        if rows < batch_size:
-            pad = np.zeros(batch_size - rows, dtype=np.int64)
-            batch = type(batch)(*(np.concatenate([f, f[pad]]) for f in batch))
-        batch = trim_to_length(batch, length_multiple)
-        logits = _logits(graphdef, params, batch.input_ids, batch.attention_mask,
-                         batch.token_type_ids)
+        batch = trim_to_length(pad_rows(batch, batch_size), length_multiple)
+        inputs = (batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        if mesh is not None:
+            inputs = shard_batch(inputs, mesh)
+        logits = _logits(graphdef, params, *inputs)
         outputs.append(np.asarray(logits)[:rows])
     return np.concatenate(outputs)
 
@@ -202,9 +239,11 @@ def predictions_from_logits(logits: np.ndarray, task: str) -> np.ndarray:
 
 
 def evaluate(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, task: str,
-             references: np.ndarray | None = None) -> dict[str, float]:
+             references: np.ndarray | None = None,
+             mesh: jax.sharding.Mesh | None = None) -> dict[str, float]:
     """Task metrics of the model on `data` against its labels (or given `references`)."""
-    predictions = predictions_from_logits(predict_logits(graphdef, params, data), task)
+    predictions = predictions_from_logits(predict_logits(graphdef, params, data, mesh=mesh),
+                                          task)
     return task_metrics(task, predictions, data.labels if references is None else references)
 
 
@@ -217,6 +256,7 @@ def train_teacher(
     config: TeacherTrainConfig,
     output_dir: str | Path,
     progress: bool = True,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> TeacherResult:
     """Fine-tune `model` on `train`, early-stopping on `validation`; resumable.
 
@@ -232,12 +272,15 @@ def train_teacher(
       config: hyperparameters.
       output_dir: run folder; an existing ``last/`` checkpoint is resumed.
       progress: show a tqdm progress bar.
+      mesh: data parallelism over the mesh's devices (:mod:`smat.parallel`): batches
+        sharded, state replicated; None uses the ambient mesh, if any.
 
     Returns:
       :class:`TeacherResult` with the best parameters.
 
     Raises:
-      ValueError: an empty split, or a split smaller than one batch.
+      ValueError: an empty split, a split smaller than one batch, or a batch size that
+        does not divide over the mesh's devices.
       RuntimeError: a non-finite loss (naming the step range).
     """
     if len(validation.labels) == 0:
@@ -257,11 +300,143 @@ def train_teacher(
     result = fit(
         TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params)), step, train,
         prepare=lambda rows: trim_to_length(rows, config.length_multiple),
-        evaluate=lambda state: evaluate(graphdef, state.params, validation, task=task),
+        evaluate=lambda state: evaluate(graphdef, state.params, validation, task=task,
+                                        mesh=mesh),
         metric=primary_metric(task), best_of=lambda state: state.params,
         batch_size=config.batch_size, max_epochs=config.max_epochs, patience=config.patience,
         evals_per_epoch=config.evals_per_epoch, seed=config.seed, output_dir=output_dir,
-        progress=progress, desc="teacher",
+        progress=progress, desc="teacher", mesh=mesh,
     )
     return TeacherResult(result.best, result.best_scores, result.best_step, result.steps,
                          result.seconds)
+
+
+def _stack_seed_batches(batches: Sequence[Encoded], multiple: int) -> Encoded:
+    """One batch per seed -> fields stacked (S, B, ...), cut to the longest trimmed length."""
+    length = max(trim_to_length(batch, multiple).input_ids.shape[1] for batch in batches)
+    return Encoded(*(np.stack([field[:, :length] if field.ndim == 2 else field
+                               for field in fields])
+                     for fields in zip(*batches, strict=True)))
+
+
+def train_teacher_seeds(
+    models: Sequence[nnx.Module],
+    train: Encoded,
+    validation: Encoded,
+    *,
+    task: str,
+    config: TeacherTrainConfig,
+    seeds: Sequence[int],
+    output_dir: str | Path | None = None,
+    progress: bool = True,
+    mesh: jax.sharding.Mesh | None = None,
+) -> list[TeacherResult]:
+    """Train one teacher per seed in one program: :func:`teacher_update` vmapped over seeds.
+
+    Seed ``seeds[i]`` follows :func:`train_teacher` with ``config.seed = seeds[i]`` from
+    ``models[i]``: its own initial parameters, batch order (seed, epoch) and dropout key,
+    and its own evaluations, best parameters and early stopping. All seeds step together
+    (parameters and optimizer states stacked on a leading seed axis); a seed that has
+    stopped keeps its best parameters while the others go on. Each step's batches are cut
+    to the longest of the seeds' trimmed lengths, which only adds padding columns. With a
+    mesh, the stacked state is replicated and each batch sharded on its example axis
+    (axis 1 of ``(S, B, T)``), so seeds and data parallelism compose.
+
+    Unlike :func:`train_teacher` this is not resumable (no checkpoints are written).
+
+    Args:
+      models: one smat ``SequenceClassifier`` per seed, all of the same architecture.
+      train, validation: tokenized splits (shared by every seed).
+      task: "classification" or "regression".
+      config: hyperparameters; its ``seed`` is replaced by each of `seeds`.
+      seeds: distinct non-negative seeds, one per model.
+      output_dir: if given, ``seed{s}/metrics.jsonl`` per seed (as :func:`smat.loop.fit`).
+      progress: show a tqdm progress bar.
+      mesh: data parallelism (see :func:`train_teacher`); None uses the ambient mesh.
+
+    Returns:
+      One :class:`TeacherResult` per seed, in order; ``seconds`` is the shared wall time.
+
+    Raises:
+      ValueError: no seeds, repeated or negative seeds, a model count that differs from
+        the seed count, models of different architectures, a split smaller than one batch,
+        or a batch that does not divide over the mesh.
+      RuntimeError: a non-finite step metric (naming the step range).
+    """
+    seeds = tuple(int(seed) for seed in seeds)
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"seeds must be distinct ints >= 0 (at least one); got {seeds}")
+    if len(models) != len(seeds):
+        raise ValueError(f"one model per seed: got {len(models)} models for seeds {seeds}")
+    if len(validation.labels) == 0:
+        raise ValueError("the validation split is empty; early stopping needs examples")
+    graphdef, first = functional.split(models[0])
+    params = [first] + [functional.split(model)[1] for model in models[1:]]
+    if any(functional.split(model)[0] != graphdef for model in models[1:]):
+        raise ValueError("the models of train_teacher_seeds must share one architecture "
+                         "(equal graphdefs); build them from the same config")
+    steps_per_epoch = num_batches(len(train.labels), batch_size=config.batch_size,
+                                  drop_last=True)
+    if steps_per_epoch == 0:
+        raise ValueError(f"the training split has {len(train.labels)} examples, fewer than one "
+                         f"batch of {config.batch_size}")
+    total_steps = steps_per_epoch * config.max_epochs
+    eval_every = max(steps_per_epoch // config.evals_per_epoch, 1)
+    optimizer = teacher_optimizer(config, total_steps)
+    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *params)  # (S, ...) fresh arrays
+    states = TrainState(jnp.zeros((len(seeds),), jnp.int32), stacked,
+                        jax.vmap(optimizer.init)(stacked))
+    keys = jnp.stack([jax.random.key(seed) for seed in seeds])  # (S,) as train_teacher's keys
+    mesh = resolve_mesh(mesh)
+    if mesh is not None:
+        states, keys = replicate((states, keys), mesh)
+    metric = primary_metric(task)
+    writers = [None if output_dir is None else
+               MetricsWriter(Path(output_dir) / f"seed{seed}" / "metrics.jsonl", resume_step=0)
+               for seed in seeds]
+    best, best_scores = list(params), [None] * len(seeds)
+    best_step, bad_evals = [0] * len(seeds), [0] * len(seeds)
+    stopped_at: list[int | None] = [None] * len(seeds)
+
+    began, step, window = time.perf_counter(), 0, []
+    bar = tqdm(total=total_steps, disable=not progress, desc=f"teachers x{len(seeds)}")
+    for epoch in range(config.max_epochs):
+        orders = [iterate_batches(train, batch_size=config.batch_size, seed=seed, epoch=epoch,
+                                  drop_last=True) for seed in seeds]
+        for rows in zip(*orders, strict=True):
+            batch = _stack_seed_batches(rows, config.length_multiple)
+            inputs = (batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels)
+            if mesh is not None:
+                inputs = shard_batch(inputs, mesh, axis=1)
+            states, metrics = teacher_seed_step(graphdef, states, *inputs, keys,
+                                                optimizer=optimizer, task=task)
+            window.append(metrics)
+            step += 1
+            bar.update(1)
+            if step % eval_every and step != total_steps:
+                continue
+            window = jax.device_get(window)  # each metric (S,)
+            check_finite(window, first_step=step - len(window) + 1, last_step=step)
+            for i in (i for i, stop in enumerate(stopped_at) if stop is None):
+                candidate = jax.tree.map(lambda leaf, i=i: leaf[i], states.params)  # a copy
+                scores = evaluate(graphdef, candidate, validation, task=task, mesh=mesh)
+                if best_scores[i] is None or scores[metric] > best_scores[i][metric]:
+                    best[i], best_scores[i], best_step[i], bad_evals[i] = (
+                        candidate, scores, step, 0)
+                else:
+                    bad_evals[i] += 1
+                if writers[i] is not None:
+                    logged = mean_metrics([{k: v[i] for k, v in r.items()} for r in window])
+                    writers[i].write({"step": step, "epoch": epoch, **logged,
+                                      **{f"validation_{k}": v for k, v in scores.items()}})
+                if bad_evals[i] >= config.patience or step == total_steps:
+                    stopped_at[i] = step
+            window = []
+            if all(stop is not None for stop in stopped_at):
+                break
+        if all(stop is not None for stop in stopped_at):
+            break
+    bar.close()
+    seconds = time.perf_counter() - began
+    return [TeacherResult(best[i], best_scores[i], best_step[i], stopped_at[i], seconds)
+            for i in range(len(seeds))]

@@ -1,0 +1,231 @@
+"""Data parallelism over devices (DESIGN 7): a 1-D device mesh, batch sharding, multi-host.
+
+Training and evaluation run SPMD: every batch is split along its example axis over the
+``"data"`` axis of a :class:`jax.sharding.Mesh` (``NamedSharding(mesh, P("data"))``), the
+parameters and optimizer states are replicated (``P()``), and ``jax.jit`` partitions each
+step over the devices, inserting the gradient all-reduce itself. One device is the same code
+path with a one-device mesh.
+
+A mesh reaches the library either explicitly (``mesh=`` of :func:`smat.loop.fit`,
+:func:`smat.train.train_teacher`, :func:`smat.student.train_student`, ...) or as JAX's
+ambient mesh, ``with jax.set_mesh(data_mesh()): ...``, which is how the ``smat`` command
+line applies ``--devices``; :func:`resolve_mesh` picks between them.
+
+Multi-host (a TPU pod slice, several GPU nodes): every process runs the same program on
+the same global batches (the batch order is a function of seed and epoch only) after
+:func:`initialize_distributed`; each process places only the shards of its own devices.
+
+Example:
+  >>> mesh = data_mesh()  # every device
+  >>> batch = shard_batch({"x": np.ones((8 * mesh.size, 4))}, mesh)  # doctest: +SKIP
+  >>> params = replicate(params, mesh)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+__all__ = [
+    "DATA_AXIS",
+    "data_mesh",
+    "initialize_distributed",
+    "replicate",
+    "resolve_mesh",
+    "shard_batch",
+]
+
+PyTree = Any
+
+DATA_AXIS = "data"
+"""Name of the mesh axis that batches are split over."""
+
+_CPU_HINT = ("on CPU, set XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX is "
+             "imported to get N host devices")
+
+
+def data_mesh(num_devices: int | None = None) -> Mesh:
+    """A 1-D mesh with one ``"data"`` axis over the first `num_devices` devices.
+
+    Args:
+      num_devices: devices to use; None takes every device (of every process when running
+        multi-host). Several processes must use all devices.
+
+    Returns:
+      ``Mesh`` of shape ``{"data": num_devices}``.
+
+    Raises:
+      ValueError: `num_devices` < 1, more than the visible devices, or fewer than all
+        devices in a multi-process run.
+    """
+    devices = jax.devices()
+    if num_devices is None:
+        num_devices = len(devices)
+    if isinstance(num_devices, bool) or not isinstance(num_devices, int) or num_devices < 1:
+        raise ValueError(f"num_devices must be an int >= 1 or None (all devices); got "
+                         f"{num_devices!r}")
+    if num_devices > len(devices):
+        raise ValueError(f"asked for {num_devices} devices but only {len(devices)} "
+                         f"{devices[0].platform} device(s) are visible; use at most "
+                         f"{len(devices)} ({_CPU_HINT})")
+    if jax.process_count() > 1 and num_devices != len(devices):
+        raise ValueError(f"a {jax.process_count()}-process run shards over all "
+                         f"{len(devices)} devices; got num_devices={num_devices}")
+    return jax.make_mesh((num_devices,), (DATA_AXIS,), devices=devices[:num_devices],
+                         axis_types=(jax.sharding.AxisType.Auto,))
+
+
+def resolve_mesh(mesh: Mesh | None = None) -> Mesh | None:
+    """The mesh to shard over: `mesh`, else JAX's ambient mesh (``jax.set_mesh``), else None.
+
+    An ambient mesh without a ``"data"`` axis is not ours to use and gives None.
+
+    Raises:
+      ValueError: an explicit `mesh` without a ``"data"`` axis.
+    """
+    if mesh is not None:
+        if DATA_AXIS not in mesh.axis_names:
+            raise ValueError(f"the mesh needs a {DATA_AXIS!r} axis to shard batches over; got "
+                             f"axes {mesh.axis_names} (build one with smat.parallel.data_mesh)")
+        return mesh
+    ambient = jax.sharding.get_mesh()
+    if ambient.empty or DATA_AXIS not in ambient.axis_names:
+        return None
+    return ambient
+
+
+def _place(x: Any, sharding: NamedSharding) -> jax.Array:
+    """``x`` with `sharding`; across processes each one builds only its own shards."""
+    if sharding.is_fully_addressable:
+        return jax.device_put(x, sharding)
+    if isinstance(x, jax.Array) and x.sharding == sharding:
+        return x
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        data = _place(jax.random.key_data(x), sharding)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def shard_batch(tree: PyTree, mesh: Mesh, *, axis: int = 0) -> PyTree:
+    """Split every array of `tree` along `axis` (its example axis) over the mesh's data axis.
+
+    Every leaf gets ``NamedSharding(mesh, P(None,) * axis + ("data",))``: device i holds
+    rows ``[i * B / n, (i + 1) * B / n)`` of a batch of B examples over n devices. Inputs
+    are numpy or jax arrays (None leaves are kept as is).
+
+    Args:
+      tree: a pytree of arrays that share the example axis, e.g. ``Encoded`` or a dict batch.
+      mesh: a mesh with a ``"data"`` axis (:func:`data_mesh`).
+      axis: the example axis (1 for seed-stacked batches ``(S, B, ...)``).
+
+    Returns:
+      The same pytree of ``jax.Array``s, sharded.
+
+    Raises:
+      ValueError: a leaf with no `axis`, or whose size along it does not divide over the
+        devices (naming the leaf, the batch size and the device count).
+    """
+    devices = mesh.shape[DATA_AXIS]
+    sharding = NamedSharding(mesh, P(*(None,) * axis, DATA_AXIS))
+
+    def place(path, leaf):
+        name = jax.tree_util.keystr(path) or "the batch"
+        shape = np.shape(leaf)
+        if len(shape) <= axis:
+            raise ValueError(f"{name} has shape {shape}: no example axis {axis} to shard over "
+                             f"the {devices} devices")
+        if shape[axis] % devices:
+            raise ValueError(
+                f"{name} has a batch of {shape[axis]} examples (axis {axis} of shape {shape}), "
+                f"which does not divide over {devices} devices; use a batch size that is a "
+                f"multiple of {devices} (e.g. {devices * max(1, math.ceil(shape[axis] / devices))})"
+                f" or fewer devices")
+        return _place(leaf, sharding)
+
+    return jax.tree_util.tree_map_with_path(place, tree)
+
+
+def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
+    """A full copy of every array of `tree` on every device of `mesh` (``P()``).
+
+    Used for parameters, optimizer states and step counters; with them replicated and the
+    batch sharded, a jitted step computes per-device gradients and all-reduces them.
+    """
+    sharding = NamedSharding(mesh, P())
+    return jax.tree.map(lambda leaf: _place(leaf, sharding), tree)
+
+
+def initialize_distributed(
+    *,
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    auto: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> bool:
+    """Start JAX's multi-host runtime (``jax.distributed.initialize``) when it is asked for.
+
+    Each value comes from its argument, else from the environment variables
+    ``JAX_COORDINATOR_ADDRESS`` (``host:port`` of process 0), ``JAX_NUM_PROCESSES`` and
+    ``JAX_PROCESS_ID``. With none of them set (and not `auto`) this is a single-process run
+    and nothing is called, as with one process. `auto` lets JAX detect the cluster itself
+    (Cloud TPU pod slices, SLURM, Open MPI), where no value is needed.
+
+    Args:
+      coordinator_address: ``host:port`` that process 0 listens on.
+      num_processes: processes taking part (one per host, or per GPU).
+      process_id: this process, in ``[0, num_processes)``.
+      auto: call ``jax.distributed.initialize()`` with JAX's cluster auto-detection for the
+        values not given.
+      environ: the environment to read (default ``os.environ``).
+
+    Returns:
+      True when the distributed runtime is running (started now or before), else False.
+
+    Raises:
+      ValueError: some but not all of the three values are given without `auto`, or
+        they are out of range (naming the flag and the environment variable).
+    """
+    environ = os.environ if environ is None else environ
+    values = {
+        "coordinator_address": (coordinator_address, "JAX_COORDINATOR_ADDRESS", str),
+        "num_processes": (num_processes, "JAX_NUM_PROCESSES", int),
+        "process_id": (process_id, "JAX_PROCESS_ID", int),
+    }
+    resolved = {}
+    for name, (value, variable, kind) in values.items():
+        if value is None and environ.get(variable):
+            try:
+                value = kind(environ[variable])
+            except ValueError:
+                raise ValueError(f"{variable}={environ[variable]!r} is not a valid "
+                                 f"{kind.__name__}") from None
+        resolved[name] = value
+    if jax.distributed.is_initialized():
+        return True
+    given = {name for name, value in resolved.items() if value is not None}
+    if not given and not auto:
+        return False
+    if not auto and len(given) < 3:
+        missing = [f"--{name.replace('_', '-')} / {values[name][1]}" for name in values
+                   if name not in given]
+        raise ValueError(f"a multi-host run needs all of coordinator address, number of "
+                         f"processes and process id; missing {', '.join(missing)} (or let JAX "
+                         f"detect a TPU pod / SLURM / MPI cluster with --distributed)")
+    count, index = resolved["num_processes"], resolved["process_id"]
+    if count is not None and count < 1:
+        raise ValueError(f"num_processes must be >= 1; got {count}")
+    if index is not None and (index < 0 or (count is not None and index >= count)):
+        raise ValueError(f"process_id must lie in [0, {count}); got {index}")
+    if not auto and count == 1:
+        return False  # one process: nothing to coordinate
+    jax.distributed.initialize(**resolved)
+    return True
