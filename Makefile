@@ -28,7 +28,8 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check smat baselines tests benchmarks experiments
 
 test: lint
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow and not multidevice" -q
+	XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/encoder_forward.py

@@ -222,13 +222,6 @@ def _input_x_gradient_attributions(forward, x, args, *, target):
     return x * _target_gradient(forward, x, args, _resolve_target(forward, x, args, target))
 
 
-def _repeat_rows(arg: Any, repeats: int, batch: int) -> Any:
-    """Tile an array whose leading axis is the batch `repeats` times; leave others as they are."""
-    if isinstance(arg, jax.Array | np.ndarray) and arg.ndim and arg.shape[0] == batch:
-        return jnp.tile(arg, (repeats,) + (1,) * (arg.ndim - 1))
-    return arg
-
-
 def _steps_per_chunk(n_steps: int, chunk_size: int) -> tuple[int, int]:
     """Split ``n_steps`` into equal chunks of at most ``chunk_size`` (minimal padding)."""
     n_chunks = math.ceil(n_steps / chunk_size)
@@ -260,18 +253,11 @@ def _integrated_gradients_attributions(
     weights = np.pad(weights, (0, pad)).reshape(n_chunks, per_chunk)
     diff = x - baseline
 
-    batch = x.shape[0]
-    # Steps are folded into the batch axis, (S, B, ...) -> (S*B, ...), so the model runs
-    # plain large matmuls; like Captum, per-example forward args are repeated per step.
-    step_args = tuple(_repeat_rows(arg, per_chunk, batch) for arg in args)
-    step_target = jnp.tile(target, per_chunk)  # (S*B,)
-
     def chunk(total, alpha_weight):
         alpha, weight = alpha_weight  # (S,), (S,)
         alpha = alpha.reshape((-1,) + (1,) * x.ndim)  # (S, 1, ..., 1)
         points = baseline[None] + alpha * diff[None]  # (S, B, T, E)
-        grads = _target_gradient(forward, points.reshape((-1,) + x.shape[1:]), step_args,
-                                 step_target).reshape(points.shape)  # (S, B, T, E)
+        grads = jax.vmap(lambda p: _target_gradient(forward, p, args, target))(points)
         return total + jnp.tensordot(weight, grads, axes=1), None  # (B, T, E)
 
     with jax.named_scope("integrated_gradients"):

@@ -30,16 +30,18 @@ STATIC_EXPLAINERS = ("gradient", "input_x_gradient", "integrated_gradients", "at
                      "attention_last", "attention_rollout", "random")
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "name", "ig_steps"))
-def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, *, name: str,
-                  ig_steps: int = 50, seed: int = 0) -> jax.Array:
+@functools.partial(jax.jit, static_argnames=("graphdef", "name", "ig_steps", "ig_method"))
+def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, target=None, *,
+                  name: str, ig_steps: int = 50, ig_method: str = "gausslegendre",
+                  seed: int = 0) -> jax.Array:
     """(B, T) scores of the static explainer `name` on a batch (0 at padding).
 
-    Gradient explainers attribute the predicted class at the word embeddings: "gradient"
-    is the L2 norm of the gradient per token (the SMaT paper's Gradient L2),
-    "input_x_gradient" and "integrated_gradients" (Gauss-Legendre, zero baseline) sum over
-    the embedding dimension. Attention explainers use the query-mean-pooled attention
-    logits (Eq. 11 with uniform head weights) or the attention rollout of the full logits.
+    Gradient explainers attribute `target` (B,) (default: the predicted class) at the word
+    embeddings: "gradient" is the L2 norm of the gradient per token (the SMaT paper's
+    Gradient L2), "input_x_gradient" and "integrated_gradients" (zero baseline, `ig_method`
+    quadrature) sum over the embedding dimension. Attention explainers use the query-mean-
+    pooled attention logits (Eq. 11 with uniform head weights) or the attention rollout of
+    the full logits.
 
     Raises:
       ValueError: an unknown `name` (at trace time).
@@ -64,10 +66,11 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, *
                                               attention_mask=attention_mask,
                                               token_type_ids=token_type_ids)
     if name == "gradient":
-        return baselines.saliency(f, x, mask, reduction="l2").saliency.scores
+        return baselines.saliency(f, x, mask, target=target, reduction="l2").saliency.scores
     if name == "input_x_gradient":
-        return baselines.input_x_gradient(f, x, mask).saliency.scores
-    return baselines.integrated_gradients(f, x, mask, n_steps=ig_steps).saliency.scores
+        return baselines.input_x_gradient(f, x, mask, target=target).saliency.scores
+    return baselines.integrated_gradients(f, x, mask, target=target, n_steps=ig_steps,
+                                          method=ig_method).saliency.scores
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "explainer_config"))

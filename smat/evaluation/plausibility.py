@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float, Int
 
+from smat.data.rationales import word_scores
 from smat.evaluation._common import (
     PerInstance,
     check_batch_seq,
@@ -475,12 +476,6 @@ def word_level_scores(
 def _word_level_scores(scores, word_ids, *, num_words):
     s = jnp.asarray(scores, jnp.result_type(float))
     ids = jnp.asarray(word_ids, jnp.int32)
-    # Tokens outside [0, W) go to an extra overflow segment that is dropped.
-    seg = jnp.where(jnp.logical_and(ids >= 0, ids < num_words), ids, num_words)
-
-    def one(x, sid):
-        total = jax.ops.segment_sum(x, sid, num_segments=num_words + 1)
-        count = jax.ops.segment_sum(jnp.ones_like(x), sid, num_segments=num_words + 1)
-        return total[:num_words], count[:num_words] > 0
-
-    return jax.vmap(one)(s, seg)
+    # The segment sum is smat.data's; a word slot is present when it has a token.
+    present = word_scores(jnp.ones_like(s), ids, num_words=num_words) > 0  # (B, W)
+    return word_scores(s, ids, num_words=num_words), present

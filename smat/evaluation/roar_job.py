@@ -25,7 +25,6 @@ back, the unfinished one resumes from its training checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -50,6 +49,7 @@ from smat.evaluation.roar import (
     roar_mask,
     summarize_faithfulness,
 )
+from smat.explain import static_scores
 from smat.models import SequenceClassifier, from_pretrained, functional, minilm_path
 from smat.pipeline import DataConfig, load_examples
 from smat.run_log import write_json_atomic
@@ -177,24 +177,12 @@ def load_preset_model(preset: str, *, task: str, num_labels: int, seed: int,
 # ------------------------------------------------------------------ importance
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "explainer", "ig_steps"))
-def _explain_batch(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-                   explainer, ig_steps):
-    if explainer == "attention":
-        out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
-                               token_type_ids=token_type_ids, attention="pooled")
-        return baselines.all_layers_attention(out.encoder.pooled_attention_logits,
-                                              attention_mask).scores
-    f, x, mask = baselines.attribution_inputs(graphdef, params, input_ids=input_ids,
-                                              attention_mask=attention_mask,
-                                              token_type_ids=token_type_ids)
-    if explainer == "gradient":  # Madsen et al.: L2 norm of the gradient
-        return baselines.saliency(f, x, mask, target=target, reduction="l2").saliency.scores
-    if explainer == "input_x_gradient":  # the one-hot entry = sum over the embedding
-        return baselines.input_x_gradient(f, x, mask, target=target).saliency.scores
-    return baselines.integrated_gradients(  # Eq. 2 of Madsen et al.: b = 0, right sums
-        f, x, mask, target=target, n_steps=ig_steps, method="riemann_right",
-        chunk_size=min(ig_steps, 10)).saliency.scores
+# ROAR's names for smat.explain's static explainers (Madsen et al.: Gradient = L2 norm of
+# the gradient, Input x Gradient = the one-hot entry = the sum over the embedding, IG with
+# b = 0 and right Riemann sums, Eq. 2).
+_STATIC_NAMES = {"attention": "attention_all", "gradient": "gradient",
+                 "input_x_gradient": "input_x_gradient",
+                 "integrated_gradients": "integrated_gradients"}
 
 
 def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explainer: str,
@@ -230,9 +218,10 @@ def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explain
         batch = trim_to_length(batch, 16)
         target = (batch.labels.astype(np.int32) if task == "classification"
                   else np.zeros(batch_size, np.int32))
-        scores = np.asarray(_explain_batch(graphdef, params, batch.input_ids,
-                                           batch.attention_mask, batch.token_type_ids, target,
-                                           explainer=explainer, ig_steps=ig_steps))
+        scores = np.asarray(static_scores(graphdef, params, batch.input_ids,
+                                          batch.attention_mask, batch.token_type_ids, target,
+                                          name=_STATIC_NAMES[explainer], ig_steps=ig_steps,
+                                          ig_method="riemann_right"))
         rows_out.append(np.pad(scores[:rows], ((0, 0), (0, width - scores.shape[1]))))
     return np.concatenate(rows_out).astype(np.float32)
 
