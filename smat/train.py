@@ -247,6 +247,15 @@ def evaluate(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, task: 
     return task_metrics(task, predictions, data.labels if references is None else references)
 
 
+def _steps_per_epoch(train: Encoded, batch_size: int) -> int:
+    """Full batches per epoch; ValueError (before any optimizer is built) when there are none."""
+    steps = num_batches(len(train.labels), batch_size=batch_size, drop_last=True)
+    if steps == 0:
+        raise ValueError(f"the training split has {len(train.labels)} examples, fewer than one "
+                         f"batch of {batch_size}")
+    return steps
+
+
 def train_teacher(
     model: nnx.Module,
     train: Encoded,
@@ -285,7 +294,7 @@ def train_teacher(
     """
     if len(validation.labels) == 0:
         raise ValueError("the validation split is empty; early stopping needs examples")
-    steps_per_epoch = num_batches(len(train.labels), batch_size=config.batch_size, drop_last=True)
+    steps_per_epoch = _steps_per_epoch(train, config.batch_size)
     optimizer = teacher_optimizer(config, steps_per_epoch * config.max_epochs)
     graphdef, params = functional.split(model)
     key = jax.random.key(config.seed)
@@ -375,11 +384,7 @@ def train_teacher_seeds(
     if any(functional.split(model)[0] != graphdef for model in models[1:]):
         raise ValueError("the models of train_teacher_seeds must share one architecture "
                          "(equal graphdefs); build them from the same config")
-    steps_per_epoch = num_batches(len(train.labels), batch_size=config.batch_size,
-                                  drop_last=True)
-    if steps_per_epoch == 0:
-        raise ValueError(f"the training split has {len(train.labels)} examples, fewer than one "
-                         f"batch of {config.batch_size}")
+    steps_per_epoch = _steps_per_epoch(train, config.batch_size)
     total_steps = steps_per_epoch * config.max_epochs
     eval_every = max(steps_per_epoch // config.evals_per_epoch, 1)
     optimizer = teacher_optimizer(config, total_steps)
