@@ -35,6 +35,7 @@ from jax.tree_util import Partial
 
 from smat.evaluation import DEFAULT_BINS, comprehensiveness_sufficiency
 from smat.models import SequenceClassifier, TextConfig, functional
+from smat.run_log import write_json_atomic
 
 MASK_ID = 3
 
@@ -180,10 +181,7 @@ def main() -> None:
         "jax": jax.__version__,
         "max_abs_diff": float(max(np.abs(ours[0] - ref[0]).max(), np.abs(ours[1] - ref[1]).max())),
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.output.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(args.output)
+    write_json_atomic(args.output, result)
     print(json.dumps(result, indent=2))
     print(f"RESULT aopc_batched {ratio:.2f}")
 

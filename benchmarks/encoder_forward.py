@@ -14,7 +14,6 @@ Run: ``python benchmarks/encoder_forward.py [--repeats 15]``. The last line prin
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -25,6 +24,7 @@ import jax
 import numpy as np
 
 from smat.models import from_pretrained, functional, minilm_path
+from smat.run_log import write_json_atomic
 
 BATCH, SEQ_LEN = 32, 64
 RESULT_FILE = Path(__file__).parent / "results" / "encoder_forward.json"
@@ -102,10 +102,7 @@ def main() -> None:
         "jax_backend": jax.default_backend(), "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
     }
-    RESULT_FILE.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULT_FILE.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(RESULT_FILE)
+    write_json_atomic(RESULT_FILE, result)
     print(f"smat: {throughput['smat']:.1f} seq/s (median {median['smat'] * 1e3:.1f} ms)")
     print(f"HF PyTorch: {throughput['hf']:.1f} seq/s (median {median['hf'] * 1e3:.1f} ms)")
     print(f"max |smat - HF| on real tokens: {max_abs_diff:.2e}")

@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from smat.run_log import write_json_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULT_PATH = ROOT / "benchmarks" / "results" / "ig_vs_captum.json"
 
@@ -271,10 +273,7 @@ def main() -> None:
         "platform": platform.platform(),
     }
     output = args.output if not args.smoke else args.output.with_name("ig_vs_captum_smoke.json")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(output)
+    write_json_atomic(output, result)
     print(json.dumps(result, indent=2))
     print(f"RESULT ig_vs_captum {ratio:.2f}")
 

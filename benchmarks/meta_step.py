@@ -38,6 +38,7 @@ from flax import nnx
 
 from smat import explainers
 from smat.models import SequenceClassifier, TextConfig, functional
+from smat.run_log import write_json_atomic
 from smat.scaffold import (
     ClassifierForward,
     ClassifierTeacher,
@@ -171,10 +172,7 @@ def main() -> None:
         "platform": platform.platform(),
         "jax": jax.__version__,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.output.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(args.output)
+    write_json_atomic(args.output, result)
     print(json.dumps(result, indent=2))
     print(f"RESULT meta_step {ratio:.2f}")
 

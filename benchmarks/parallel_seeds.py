@@ -41,6 +41,7 @@ from flax import nnx  # noqa: E402
 
 from smat.models import SequenceClassifier, TextConfig, functional  # noqa: E402
 from smat.parallel import data_mesh, replicate, shard_batch  # noqa: E402
+from smat.run_log import write_json_atomic  # noqa: E402
 from smat.train import (  # noqa: E402
     TeacherTrainConfig,
     TrainState,
@@ -158,8 +159,7 @@ def main() -> None:
         "devices": f"{jax.device_count()} x {jax.devices()[0].platform} (fake host devices)",
         "cpu_cores": os.cpu_count(), "machine": platform.machine(), "jax": jax.__version__,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(record, indent=2) + "\n")
+    write_json_atomic(args.output, record)
     print(json.dumps(record, indent=2))
     print(f"RESULT parallel_seeds {speedup:.3f}")
 
