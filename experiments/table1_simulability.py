@@ -13,8 +13,8 @@ used IMDB and ELECTRA); pass `--source` to `smat train-teacher` for another data
 
 Expected runtime on 2 CPU cores: the full grid (60 students) takes many hours. The smoke
 variant (8 students of 256 examples) should take about 20-25 minutes. That figure is
-estimated from the demo's per-student times, not measured. Each cell is resumable, and the resolved config is saved next to the
-results.
+estimated from the demo's per-student times, not measured. Each cell is resumable, and
+the resolved config is saved next to the results.
 """
 
 from __future__ import annotations
