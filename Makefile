@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN_DIR ?= runs/demo
 
-.PHONY: demo test test-fast test-multidevice lint bench clean
+.PHONY: demo test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
