@@ -25,9 +25,8 @@ import numpy as np
 from smat import model_store
 from smat.data import take
 from smat.evaluation.simulability import run_grid, simulability_table
-from smat.explain import Explanations, explain_encoded, write_explanations
+from smat.explain import explain_data, write_explanations
 from smat.explainer_store import load_explainer
-from smat.models import functional
 from smat.pipeline import DataConfig, load_examples, protocol_data, run_teacher
 from smat.render import plot_head_weights
 from smat.run_log import write_json_atomic
@@ -98,16 +97,14 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
                           num_examples=num_examples)
     shown = take(parts.student_test, np.arange(NUM_SHOWN))
     names = ["gradient", "attention_all"] + ([str(smat_dir / "explainer")] if figure else [])
-    graphdef, params = functional.split(trained.model)
-    scores, predictions = explain_encoded(graphdef, params, shown, names, task=data.task)
-    scores = {("smat (learned)" if name.endswith("explainer") else name): value
-              for name, value in scores.items()}
-    tokens = [trained.tokenizer.convert_ids_to_tokens(row.tolist()) for row in shown.input_ids]
-    show = (shown.attention_mask != 0) & ~shown.special_tokens_mask
+    explanations = explain_data(trained, shown, names)
+    explanations = explanations._replace(scores={
+        ("smat (learned)" if name.endswith("explainer") else name): value
+        for name, value in explanations.scores.items()})
     texts = [trained.tokenizer.decode(row[mask != 0], skip_special_tokens=True)
              for row, mask in zip(shown.input_ids, shown.attention_mask, strict=True)]
-    pages = write_explanations(Explanations(tokens, scores, show, predictions), output_dir,
-                               texts=texts, label_names=trained.info["label_names"])
+    pages = write_explanations(explanations, output_dir, texts=texts,
+                               label_names=trained.info["label_names"])
 
     summary = {
         "teacher": {"test": teacher_record["test"],

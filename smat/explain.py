@@ -136,6 +136,13 @@ def explain_texts(model_dir: str | Path, texts: Sequence[str], explainers: Seque
         raise ValueError(f"name at least one explainer: {STATIC_EXPLAINERS} or a saved folder")
     trained = model_store.load(model_dir)
     data = tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
+    return explain_data(trained, data, explainers, ig_steps=ig_steps, batch_size=batch_size)
+
+
+def explain_data(trained: model_store.TrainedModel, data: Encoded,
+                 explainers: Sequence[str | Path], *, ig_steps: int = 50,
+                 batch_size: int = 16) -> Explanations:
+    """Predict tokenized `data` with a loaded model and explain each prediction."""
     graphdef, params = functional.split(trained.model)
     scores, predictions = explain_encoded(graphdef, params, data, explainers,
                                           task=trained.info["task"], ig_steps=ig_steps,
