@@ -120,6 +120,18 @@ def batched_aopc(predict, params, ids, att, tt, special, scores, batch_size):
     return np.asarray(comp), np.asarray(suff)
 
 
+def time_both(predict, predict_jit, params, data, args):
+    """Seconds for the per-example loop, the per-input loop and smat, each warmed up first."""
+    loop_aopc(predict_jit, params, *(x[:1] for x in data))  # compile (11, T)
+    loop_aopc(predict_jit, params, *(x[:1] for x in data), per_input=True)  # compile (1, T)
+    batched_aopc(predict, params, *data, args.batch_size)
+    t_loop, _ = best_of(lambda: loop_aopc(predict_jit, params, *data), args.repeats)
+    t_per_input, _ = best_of(lambda: loop_aopc(predict_jit, params, *data, per_input=True), 1)
+    t_ours, _ = best_of(lambda: batched_aopc(predict, params, *data, args.batch_size),
+                        args.repeats)
+    return t_loop, t_per_input, t_ours
+
+
 def best_of(fn, repeats):
     times = []
     for _ in range(repeats):
@@ -138,6 +150,9 @@ def main() -> None:
                              "leave the cache, on an accelerator use 128 or more")
     parser.add_argument("--model", default="tiny", choices=["tiny", "minilm"])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--matmul-precision", default="default",
+                        choices=["default", "high", "highest"],
+                        help="precision of the timed runs (GPU: 'default' allows TF32)")
     parser.add_argument("--output", type=Path,
                         default=Path(__file__).parent / "results" / "aopc_batched.json")
     args = parser.parse_args()
@@ -150,16 +165,16 @@ def main() -> None:
 
     # Warm-up (compiles each side's shapes), then check both compute the same numbers.
     # The loop compiles once per distinct number of variants, which is always 11 here.
-    ref = loop_aopc(predict_jit, params, *data)
-    ours = batched_aopc(predict, params, *data, args.batch_size)
+    # The check runs in full float32 (no TF32 on GPU), where both sides agree to rounding.
+    with jax.default_matmul_precision("highest"):
+        ref = loop_aopc(predict_jit, params, *data)
+        ours = batched_aopc(predict, params, *data, args.batch_size)
     np.testing.assert_allclose(ours[0], ref[0], atol=1e-4)
     np.testing.assert_allclose(ours[1], ref[1], atol=1e-4)
+    with jax.default_matmul_precision(args.matmul_precision):
+        timings = time_both(predict, predict_jit, params, data, args)
 
-    t_loop, _ = best_of(lambda: loop_aopc(predict_jit, params, *data), args.repeats)
-    loop_aopc(predict_jit, params, *(x[:1] for x in data), per_input=True)  # compile (1, T)
-    t_per_input, _ = best_of(lambda: loop_aopc(predict_jit, params, *data, per_input=True), 1)
-    t_ours, _ = best_of(lambda: batched_aopc(predict, params, *data, args.batch_size),
-                        args.repeats)
+    t_loop, t_per_input, t_ours = timings
     ratio = t_loop / t_ours
     result = {
         "benchmark": "aopc_batched",
@@ -176,6 +191,7 @@ def main() -> None:
         "batch_size": args.batch_size,
         "bins": list(DEFAULT_BINS),
         "model": args.model,
+        "matmul_precision": args.matmul_precision,
         "device": str(jax.devices()[0]),
         "platform": platform.platform(),
         "jax": jax.__version__,
