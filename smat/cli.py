@@ -5,6 +5,10 @@
     smat train-student --teacher runs/teacher --explainer smat --num-examples 500 --seed 0
     smat simulability --teacher runs/teacher --sizes 500 1000 2000 --seeds 5 --explainers ...
     smat explain --model runs/teacher/model --explainer gradient attention_all texts.txt
+    smat faithfulness --model runs/teacher/model --explainers gradient attention_all random
+    smat agreement --model runs/teacher/model --explainers gradient attention_all random
+    smat plausibility --model runs/teacher/model --data-dir ERASER/movies --explainers ...
+    smat roar --recursive --explainers attention gradient --ratios 0:100:20 --seeds 3
     smat predict --model runs/teacher/model texts.txt
 
 Training and evaluation commands take --devices N (shard batches over N devices, default
@@ -23,6 +27,7 @@ import typing
 from collections.abc import Sequence
 from pathlib import Path
 
+from smat.evaluation.eval_cli import build_evaluation_parsers
 from smat.evaluation.roar_cli import build_roar_parser
 from smat.pipeline import DataConfig, run_student, run_teacher
 from smat.student import SETTINGS, StudentTrainConfig
@@ -218,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
 
     _add_parallel_flags(build_roar_parser(commands))
+    for evaluation in build_evaluation_parsers(commands):
+        _add_parallel_flags(evaluation)
 
     predict = commands.add_parser("predict", help="predict a file of texts (one per line)")
     predict.add_argument("--model", required=True, help="a trained-model folder")

@@ -1,46 +1,14 @@
-"""End to end through the `smat` command line on a tiny BERT checkpoint and a local CSV."""
+"""End to end through the `smat` command line on a tiny BERT checkpoint and a local CSV.
+
+The fixtures tiny_checkpoint and csv_data live in conftest.py."""
 
 import json
-import shutil
 
 import numpy as np
 import pytest
 
 from smat.cli import main
 from smat.explainer_store import load_explainer
-from smat.models import minilm_path
-
-POSITIVE = ["a great film", "wonderful and moving", "truly great acting", "a joy to watch",
-            "great fun", "moving and wonderful story"]
-NEGATIVE = ["a dull film", "boring and slow", "truly awful acting", "a waste of time",
-            "dull mess", "slow and boring story"]
-
-
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    """A 2-layer random BERT saved by the PyTorch class, with the MiniLM tokenizer."""
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=4, intermediate_size=37,
-                                     max_position_embeddings=64)
-    transformers.BertModel(config).save_pretrained(folder, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
-                 "special_tokens_map.json"):
-        shutil.copy(minilm_path() / name, folder / name)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def csv_data(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    rows = [(text, "pos") for text in POSITIVE] + [(text, "neg") for text in NEGATIVE]
-    rows = [rows[i] for i in rng.integers(0, len(rows), size=400)]
-    path = tmp_path_factory.mktemp("data") / "reviews.csv"
-    path.write_text("sentence,sentiment\n" + "".join(f"{t},{y}\n" for t, y in rows))
-    return path
 
 
 def test_teacher_student_explain_predict(tiny_checkpoint, csv_data, tmp_path, capsys):

@@ -1,0 +1,361 @@
+"""Faithfulness, agreement and plausibility of explainers on a trained model, as reports.
+
+The jobs behind ``smat faithfulness``, ``smat agreement`` and ``smat plausibility``: explain
+a data set with :func:`smat.explain.explain_data` (one jitted call per batch and explainer),
+then run the batched metrics of this package and summarise them per explainer (DESIGN 5).
+
+* faithfulness: ERASER comprehensiveness / sufficiency (:mod:`.faithfulness`), mean with a
+  bootstrap 95% CI over examples;
+* agreement: pairwise Pearson / Kendall tau-b / Spearman matrices (:mod:`.agreement`),
+  aggregated over instances then seeds (several trained models), the mean over pairs, the
+  top-k overlap, and a one-sided Wilcoxon test per pair (agreement > 0) with Holm-Bonferroni;
+* plausibility: word-level ROC-AUC, average precision, token F1 and IOU F1 at top-k
+  (:mod:`.plausibility`) against human rationales such as ERASER's.
+
+Every report is a JSON-able dict; :func:`markdown_table` renders one as the README tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.tree_util import Partial
+
+from smat import model_store
+from smat.data import (
+    Encoded,
+    RationaleDataset,
+    pad_word_masks,
+    take,
+    token_word_ids,
+    tokenize,
+)
+from smat.evaluation.agreement import (
+    AGREEMENT_METRICS,
+    agreement_matrix,
+    kendall_tau_b,
+    pearson_r,
+    plot_agreement_matrix,
+    spearman_rho,
+    top_k_overlap,
+)
+from smat.evaluation.faithfulness import DEFAULT_BINS, comprehensiveness_sufficiency
+from smat.evaluation.plausibility import (
+    average_precision,
+    iou_f1,
+    roc_auc,
+    token_f1,
+    word_level_scores,
+)
+from smat.evaluation.statistics import bootstrap_ci, holm_bonferroni, wilcoxon_greater
+from smat.explain import explain_data
+from smat.models import functional
+from smat.pipeline import DataConfig, load_examples, protocol_data
+
+__all__ = [
+    "agreement_report",
+    "faithfulness_report",
+    "held_out_split",
+    "markdown_table",
+    "plausibility_report",
+]
+
+PER_INSTANCE = {"pearson": pearson_r, "kendall": kendall_tau_b, "spearman": spearman_rho}
+
+
+def held_out_split(trained: model_store.TrainedModel, *,
+                   num_examples: int | None = None) -> Encoded:
+    """The model's held-out test split (the SMaT protocol's student test part).
+
+    The data settings saved with a ``smat train-teacher`` model say where its examples came
+    from; the split is rebuilt from them, so the teacher never trained on these rows.
+
+    Args:
+      trained: a model saved by ``smat train-teacher`` (``smat.model_store.load``).
+      num_examples: keep the first N rows (default: all).
+
+    Raises:
+      ValueError: the model has no saved data settings, or num_examples < 1.
+    """
+    if "data" not in trained.info:
+        raise ValueError("this model was saved without its data settings (model.json has no "
+                         "'data'); evaluate a model trained by `smat train-teacher`")
+    if num_examples is not None and num_examples < 1:
+        raise ValueError(f"num_examples must be >= 1, got {num_examples}")
+    config = DataConfig(**trained.info["data"])
+    test = protocol_data(config, load_examples(config), trained.tokenizer).student_test
+    if num_examples is not None and num_examples < len(test.labels):
+        test = take(test, np.arange(num_examples))
+    return test
+
+
+def _mean_with_ci(values: np.ndarray, *, seed: int = 0) -> dict[str, float]:
+    low, high = bootstrap_ci(values, seed=seed) if values.size else (float("nan"),) * 2
+    return {"mean": float(np.mean(values)) if values.size else float("nan"),
+            "low": low, "high": high}
+
+
+def _predict_proba(graphdef) -> Callable[..., jax.Array]:
+    def predict(params, input_ids, attention_mask, token_type_ids):
+        logits = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
+                                  token_type_ids=token_type_ids, attention="none").logits
+        return jax.nn.softmax(logits, axis=-1)
+
+    return predict
+
+
+def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
+                        explainers: Sequence[str], *, bins: Sequence[float] = DEFAULT_BINS,
+                        replacement: str = "mask", ig_steps: int = 50,
+                        batch_size: int = 16) -> dict[str, Any]:
+    """Comprehensiveness and sufficiency of each explainer of the model's predictions.
+
+    .. math::
+        \\mathrm{comp} = \\frac{1}{|K|} \\sum_{q \\in K} p(y|x) - p(y|x \\setminus r_q),
+        \\qquad
+        \\mathrm{suff} = \\frac{1}{|K|} \\sum_{q \\in K} p(y|x) - p(y|r_q)
+
+    with y the predicted class and r_q the top q of the maskable tokens (DeYoung et al.,
+    2020); removed tokens become [MASK] (or PAD) inside one jitted computation per batch.
+
+    Args:
+      trained: a classification model.
+      data: tokenized examples.
+      explainers: names of :data:`smat.explain.STATIC_EXPLAINERS` or saved learned explainers.
+      bins: fractions of tokens in (0, 1].
+      replacement: "mask" ([MASK] id) or "pad" (PAD id).
+      ig_steps: integrated-gradients steps.
+      batch_size: examples per jitted call.
+
+    Returns:
+      ``{"explainers": {name: {"comprehensiveness": {mean, low, high}, "sufficiency": ...,
+      "num_valid", "num_excluded"}}, "bins", "replacement", "num_examples"}``; higher
+      comprehensiveness and lower sufficiency are more faithful.
+
+    Raises:
+      ValueError: a regression model, an unknown replacement, or a tokenizer without it.
+    """
+    if trained.info["task"] != "classification":
+        raise ValueError("comprehensiveness / sufficiency track a class probability; the model "
+                         f"is a {trained.info['task']!r} model")
+    token = {"mask": trained.tokenizer.mask_token_id, "pad": trained.tokenizer.pad_token_id}
+    if replacement not in token:
+        raise ValueError(f"replacement must be 'mask' or 'pad', got {replacement!r}")
+    if token[replacement] is None:
+        raise ValueError(f"the tokenizer has no {replacement} token; use the other replacement")
+    explained = explain_data(trained, data, explainers, ig_steps=ig_steps,
+                             batch_size=batch_size)
+    graphdef, params = functional.split(trained.model)
+    predict = Partial(_predict_proba(graphdef), params)  # one trace for every batch
+    report: dict[str, Any] = {}
+    for name, scores in explained.scores.items():
+        parts = [comprehensiveness_sufficiency(
+            predict, data.input_ids[i:i + batch_size], scores[i:i + batch_size],
+            attention_mask=data.attention_mask[i:i + batch_size],
+            special_tokens_mask=data.special_tokens_mask[i:i + batch_size],
+            token_type_ids=data.token_type_ids[i:i + batch_size],
+            replacement_id=token[replacement], bins=tuple(bins))
+            for i in range(0, len(data.labels), batch_size)]
+        valid = np.concatenate([np.asarray(p.valid) for p in parts])
+        comp = np.concatenate([np.asarray(p.comprehensiveness) for p in parts])[valid]
+        suff = np.concatenate([np.asarray(p.sufficiency) for p in parts])[valid]
+        report[name] = {"comprehensiveness": _mean_with_ci(comp),
+                        "sufficiency": _mean_with_ci(suff),
+                        "num_valid": int(valid.sum()), "num_excluded": int((~valid).sum())}
+    return {"explainers": report, "bins": list(bins), "replacement": replacement,
+            "num_examples": int(len(data.labels))}
+
+
+def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
+                     explainers: Sequence[str], *,
+                     metrics: Sequence[str] = tuple(AGREEMENT_METRICS), top_k: int = 5,
+                     ig_steps: int = 50, batch_size: int = 16,
+                     plot_dir: str | None = None) -> dict[str, Any]:
+    """Pairwise agreement of explainers, aggregated over instances, then over models (seeds).
+
+    Each model explains the same tokenized `data`; per instance the correlation runs over
+    the real, non-special tokens, and instances with < 3 tokens or constant scores are
+    excluded and counted (Jukić et al., 2022). For each pair, a one-sided Wilcoxon
+    signed-rank test asks whether the per-instance agreement (first metric) is above 0,
+    pooled over models, with Holm-Bonferroni over the pairs.
+
+    Args:
+      models: one or more trained models sharing a tokenizer (e.g. seeds of one teacher).
+      data: tokenized examples.
+      explainers: two or more explainer names or saved learned explainers.
+      metrics: keys of :data:`AGREEMENT_METRICS`.
+      top_k: tokens compared by the top-k overlap rate.
+      ig_steps / batch_size: as in :func:`smat.explain.explain_data`.
+      plot_dir: if given, write ``agreement_{metric}.png`` heatmaps there.
+
+    Returns:
+      ``{"metrics": {metric: {"names", "matrix", "mean_over_pairs", "num_excluded"}},
+      "top_k_overlap": {"a|b": mean}, "tests": [...], "num_examples", "num_models"}``.
+
+    Raises:
+      ValueError: no model, fewer than two explainers, or an unknown metric.
+    """
+    if not models:
+        raise ValueError("agreement needs at least one trained model")
+    if len(explainers) < 2:
+        raise ValueError(f"agreement compares explainers; name two or more, got {explainers}")
+    unknown = [m for m in metrics if m not in AGREEMENT_METRICS]
+    if unknown:
+        raise ValueError(f"unknown agreement metrics {unknown}; choose from "
+                         f"{sorted(AGREEMENT_METRICS)}")
+    runs = [explain_data(m, data, explainers, ig_steps=ig_steps, batch_size=batch_size)
+            for m in models]
+    names = list(runs[0].scores)
+    stacked = {n: np.stack([r.scores[n] for r in runs]) for n in names}  # (S, B, T)
+    mask = runs[0].show
+    report: dict[str, Any] = {"metrics": {}, "num_examples": int(len(data.labels)),
+                              "num_models": len(models)}
+    for metric in metrics:
+        matrix = agreement_matrix(stacked, mask, metric=metric)
+        rows, cols = np.triu_indices(len(names), k=1)
+        report["metrics"][metric] = {
+            "names": names, "matrix": np.round(matrix.values, 4).tolist(),
+            "mean_over_pairs": matrix.mean_over_pairs(),
+            "num_excluded": {f"{names[i]}|{names[j]}": int(matrix.num_excluded[i, j])
+                             for i, j in zip(rows, cols, strict=True)}}
+        if plot_dir is not None:
+            plot_agreement_matrix(matrix, path=f"{plot_dir}/agreement_{metric}.png",
+                                  title=f"{metric} agreement ({len(models)} model(s))")
+    pairs = list(itertools.combinations(names, 2))
+    flat_mask = np.broadcast_to(mask, stacked[names[0]].shape).reshape(-1, mask.shape[1])
+
+    def flat(name: str) -> np.ndarray:
+        return stacked[name].reshape(-1, mask.shape[1])
+
+    overlap, tests = {}, []
+    for a, b in pairs:
+        rate = top_k_overlap(flat(a), flat(b), flat_mask, k=top_k)
+        overlap[f"{a}|{b}"] = float(rate.mean())
+        per_instance = PER_INSTANCE[metrics[0]](flat(a), flat(b), flat_mask, batch_size=128)
+        values = np.asarray(per_instance.values)[np.asarray(per_instance.valid)]
+        result = wilcoxon_greater(values)
+        tests.append({"pair": f"{a}|{b}", "metric": metrics[0], "median": float(
+            np.median(values)) if values.size else float("nan"), "p_value": result.p_value,
+            "num_instances": int(values.size)})
+    if tests:
+        rejected, adjusted = holm_bonferroni([t["p_value"] for t in tests])
+        for test, p, r in zip(tests, adjusted, rejected, strict=True):
+            test.update(p_holm=float(p), significant=bool(r))
+    report.update(top_k=top_k, top_k_overlap=overlap, tests=tests)
+    return report
+
+
+def plausibility_report(trained: model_store.TrainedModel, rationales: RationaleDataset,
+                        explainers: Sequence[str], *, max_len: int | None = None,
+                        top_k: int | None = None, ig_steps: int = 50,
+                        batch_size: int = 8) -> dict[str, Any]:
+    """Agreement of explanations with human rationales, at the word level.
+
+    Token scores become word scores by summing each word's sub-word scores (DESIGN 5); per
+    example, ROC-AUC and average precision compare them with the rationale words (examples
+    whose words are all or none rationale are skipped and counted), and token F1 / IOU F1
+    (threshold 0.5) score the top-k words, k = the mean rationale length in words (ERASER's
+    choice) unless given. Words cut off by `max_len` are not scored; their number is
+    reported and warned about.
+
+    Args:
+      trained: a model whose tokenizer and labels fit the rationale data.
+      rationales: texts with word-level rationale masks (``smat.data.load_eraser``).
+      explainers: explainer names or saved learned explainers.
+      max_len: token length (default: the model's); at most its position embeddings.
+      top_k: words selected for the F1 metrics (default: mean rationale length).
+      ig_steps / batch_size: as in :func:`smat.explain.explain_data`.
+
+    Returns:
+      ``{"explainers": {name: {"roc_auc", "average_precision", "token_f1", "iou_f1",
+      "num_excluded_auc"}}, "top_k", "num_examples", "words_scored", "rationale_words_cut"}``.
+
+    Raises:
+      ValueError: the rationales do not annotate their first text segment.
+    """
+    if rationales.word_masks is None:
+        raise ValueError("the rationale data set has no word masks on its first text segment")
+    max_len = max_len or trained.info["max_len"]
+    texts, pairs = rationales.data.texts, rationales.data.text_pairs
+    encoded = tokenize(rationales.data, trained.tokenizer, max_len=max_len)
+    word_ids = token_word_ids(texts, trained.tokenizer, max_len=max_len, text_pairs=pairs)
+    num_words = int(word_ids.max()) + 1
+    total = sum(int(m.sum()) for m in rationales.word_masks)
+    gold = pad_word_masks([m[:num_words] for m in rationales.word_masks], num_words=num_words)
+    explained = explain_data(trained, encoded, explainers, ig_steps=ig_steps,
+                             batch_size=batch_size)
+    _, present = word_level_scores(np.zeros(word_ids.shape, np.float32), word_ids,
+                                   num_words=num_words)
+    present = np.asarray(present)
+    gold = gold & present
+    cut = total - int(gold.sum())  # rationale words past the truncation point
+    if cut:
+        warnings.warn(f"{cut} of {total} rationale words lie beyond max_len={max_len} tokens "
+                      "and are not scored; raise max_len to score them", stacklevel=2)
+    k = top_k if top_k is not None else max(1, round(float(gold.sum(1).mean())))
+    report: dict[str, Any] = {}
+    for name, scores in explained.scores.items():
+        words, _ = word_level_scores(scores, word_ids, num_words=num_words)
+        auc = roc_auc(words, gold, present)
+        report[name] = {
+            "roc_auc": float(auc.mean()), "num_excluded_auc": int(auc.num_excluded()),
+            "average_precision": float(average_precision(words, gold, present).mean()),
+            "token_f1": float(token_f1(words, gold, present, k=k).macro_f1),
+            "iou_f1": float(iou_f1(words, gold, present, k=k).macro_f1)}
+    return {"explainers": report, "top_k": k, "num_examples": len(rationales),
+            "max_len": max_len, "words_scored": int(present.sum()),
+            "rationale_words": total, "rationale_words_cut": cut}
+
+
+def _format_p(p: float) -> str:
+    return "< 1e-4" if p < 1e-4 else f"{p:.2g}"
+
+
+def markdown_table(kind: str, report: dict[str, Any]) -> str:
+    """The markdown table of a report made by one of this module's functions.
+
+    Args:
+      kind: "faithfulness", "agreement" or "plausibility".
+      report: the matching report.
+
+    Raises:
+      ValueError: an unknown kind.
+    """
+    if kind == "faithfulness":
+        lines = ["| explainer | comprehensiveness ↑ [95% CI] | sufficiency ↓ [95% CI] |",
+                 "|---|---|---|"]
+        for name, r in report["explainers"].items():
+            c, s = r["comprehensiveness"], r["sufficiency"]
+            lines.append(f"| {name} | {c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}] | "
+                         f"{s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}] |")
+        return "\n".join(lines)
+    if kind == "agreement":
+        metrics = list(report["metrics"])
+        lines = ["| pair | " + " | ".join(metrics) + f" | top-{report['top_k']} overlap | "
+                 "p (Holm) |", "|---|" + "---|" * (len(metrics) + 2)]
+        first = report["metrics"][metrics[0]]
+        names = first["names"]
+        tests = {t["pair"]: t for t in report["tests"]}
+        for (i, a), (j, b) in itertools.combinations(enumerate(names), 2):
+            pair = f"{a}|{b}"
+            cells = [f"{report['metrics'][m]['matrix'][i][j]:.3f}" for m in metrics]
+            lines.append(f"| {a} / {b} | " + " | ".join(cells)
+                         + f" | {report['top_k_overlap'][pair]:.3f} | "
+                         f"{_format_p(tests[pair]['p_holm'])} |")
+        lines.append("| **mean over pairs** | " + " | ".join(
+            f"**{report['metrics'][m]['mean_over_pairs']:.3f}**" for m in metrics)
+            + " | | |")
+        return "\n".join(lines)
+    if kind == "plausibility":
+        lines = ["| explainer | ROC-AUC | AP | token F1 | IOU F1 |", "|---|---|---|---|---|"]
+        for name, r in report["explainers"].items():
+            lines.append(f"| {name} | {r['roc_auc']:.3f} | {r['average_precision']:.3f} | "
+                         f"{r['token_f1']:.3f} | {r['iou_f1']:.3f} |")
+        return "\n".join(lines)
+    raise ValueError(f"unknown report kind {kind!r}; choose faithfulness, agreement or "
+                     "plausibility")

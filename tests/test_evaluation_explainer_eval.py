@@ -1,0 +1,147 @@
+"""Tests for smat.evaluation.explainer_eval and its commands (faithfulness, agreement,
+plausibility) on the tiny teacher of conftest.py."""
+
+import json
+
+import numpy as np
+import pytest
+from jax.tree_util import Partial
+
+from smat.cli import main
+from smat.data import load_eraser
+from smat.evaluation import agreement_matrix, comprehensiveness_sufficiency, holm_bonferroni
+from smat.evaluation.explainer_eval import (
+    _predict_proba,
+    agreement_report,
+    faithfulness_report,
+    held_out_split,
+    markdown_table,
+    plausibility_report,
+)
+from smat.explain import explain_data
+from smat.model_store import load
+from smat.models import functional
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_teacher):
+    return load(tiny_teacher / "model")
+
+
+def test_held_out_split_is_the_teacher_test_split(trained, tiny_teacher):
+    test = held_out_split(trained)
+    assert len(test.labels) == json.loads((tiny_teacher / "result.json").read_text())[
+        "sizes"]["test"] == 40
+    assert len(held_out_split(trained, num_examples=7).labels) == 7
+    with pytest.raises(ValueError, match="num_examples must be >= 1"):
+        held_out_split(trained, num_examples=0)
+
+
+def test_faithfulness_report_equals_one_unbatched_metric_call(trained):
+    data = held_out_split(trained, num_examples=20)
+    report = faithfulness_report(trained, data, ["gradient", "random"], batch_size=7)
+    # Same explanation batches (the random explainer draws per batch); one metric call.
+    explained = explain_data(trained, data, ["gradient", "random"], batch_size=7)
+    graphdef, params = functional.split(trained.model)
+    for name in ("gradient", "random"):
+        whole = comprehensiveness_sufficiency(
+            Partial(_predict_proba(graphdef), params), data.input_ids, explained.scores[name],
+            attention_mask=data.attention_mask, special_tokens_mask=data.special_tokens_mask,
+            token_type_ids=data.token_type_ids, replacement_id=trained.tokenizer.mask_token_id)
+        row = report["explainers"][name]
+        assert row["num_valid"] + row["num_excluded"] == 20
+        np.testing.assert_allclose(row["comprehensiveness"]["mean"],
+                                   whole.mean_comprehensiveness, atol=1e-6)
+        np.testing.assert_allclose(row["sufficiency"]["mean"], whole.mean_sufficiency,
+                                   atol=1e-6)
+        assert row["sufficiency"]["low"] <= row["sufficiency"]["mean"] <= row[
+            "sufficiency"]["high"]
+
+
+def test_faithfulness_rejects_bad_input(trained):
+    data = held_out_split(trained, num_examples=4)
+    with pytest.raises(ValueError, match="replacement must be 'mask' or 'pad'"):
+        faithfulness_report(trained, data, ["random"], replacement="unk")
+    regression = trained._replace(info={**trained.info, "task": "regression"})
+    with pytest.raises(ValueError, match="track a class probability"):
+        faithfulness_report(regression, data, ["random"])
+
+
+def test_agreement_over_identical_seeds_equals_one_seed(trained):
+    data = held_out_split(trained, num_examples=24)
+    names = ["gradient", "input_x_gradient", "attention_all"]
+    report = agreement_report([trained, trained], data, names, metrics=["spearman", "pearson"])
+    explained = explain_data(trained, data, names)
+    one = agreement_matrix(explained.scores, explained.show, metric="spearman")
+    np.testing.assert_allclose(report["metrics"]["spearman"]["matrix"], one.values, atol=1e-4)
+    assert report["num_models"] == 2 and len(report["tests"]) == 3
+    raw = [t["p_value"] for t in report["tests"]]
+    rejected, adjusted = holm_bonferroni(raw)
+    assert [t["p_holm"] for t in report["tests"]] == pytest.approx(adjusted.tolist())
+    assert [t["significant"] for t in report["tests"]] == rejected.tolist()
+    assert all(0.0 <= v <= 1.0 for v in report["top_k_overlap"].values())
+    with pytest.raises(ValueError, match="two or more"):
+        agreement_report([trained], data, ["gradient"])
+    with pytest.raises(ValueError, match="unknown agreement metrics"):
+        agreement_report([trained], data, names, metrics=["cosine"])
+
+
+@pytest.fixture
+def eraser_dir(tmp_path):
+    docs = {"neg1.txt": "a dull film . boring and slow , truly awful acting",
+            "pos1.txt": "a great film . wonderful and moving , truly great acting"}
+    (tmp_path / "docs").mkdir()
+    for docid, text in docs.items():
+        (tmp_path / "docs" / docid).write_text(text)
+
+    def record(docid, label, start, end):
+        words = docs[docid].split()
+        return {"annotation_id": docid, "classification": label, "query": "",
+                "evidences": [[{"docid": docid, "start_token": start, "end_token": end,
+                                "text": " ".join(words[start:end])}]]}
+
+    rows = [record("neg1.txt", "NEG", 1, 2), record("pos1.txt", "POS", 4, 7)]
+    (tmp_path / "test.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return tmp_path
+
+
+def test_plausibility_scores_words_and_counts_what_truncation_cuts(trained, eraser_dir):
+    rationales = load_eraser(eraser_dir, split="test")
+    report = plausibility_report(trained, rationales, ["gradient", "random"])
+    assert report["rationale_words"] == 4 and report["rationale_words_cut"] == 0
+    assert report["top_k"] == 2  # mean rationale length: (1 + 3) / 2
+    for row in report["explainers"].values():
+        for metric in ("roc_auc", "average_precision", "token_f1", "iou_f1"):
+            assert 0.0 <= row[metric] <= 1.0
+    # 8 tokens: [CLS] + 6 words + [SEP]; word 6 of the second rationale (words 4-6) is cut.
+    with pytest.warns(UserWarning) as caught:
+        short = plausibility_report(trained, rationales, ["random"], max_len=8, top_k=1)
+    messages = [str(w.message) for w in caught]
+    assert any("2 of 2 texts are longer than max_len=8" in m for m in messages)
+    assert any("1 of 4 rationale words lie beyond max_len=8" in m for m in messages)
+    assert short["rationale_words_cut"] == 1 and short["top_k"] == 1
+
+
+def test_commands_write_json_and_markdown(tiny_teacher, eraser_dir, tmp_path, capsys):
+    model = str(tiny_teacher / "model")
+    assert main(["faithfulness", "--model", model, "--explainers", "gradient", "random",
+                 "--num-examples", "8", "--bins", "10", "50", "--output-dir",
+                 str(tmp_path / "f")]) == 0
+    faith = json.loads((tmp_path / "f" / "faithfulness.json").read_text())
+    assert faith["bins"] == [0.1, 0.5] and faith["num_examples"] == 8
+    assert "| gradient |" in (tmp_path / "f" / "faithfulness.md").read_text()
+    assert main(["agreement", "--model", model, "--explainers", "gradient", "attention_all",
+                 "--num-examples", "8", "--metrics", "pearson", "--output-dir",
+                 str(tmp_path / "a")]) == 0
+    assert (tmp_path / "a" / "agreement_pearson.png").stat().st_size > 0
+    assert main(["plausibility", "--model", model, "--data-dir", str(eraser_dir),
+                 "--explainers", "attention_all", "--output-dir", str(tmp_path / "p")]) == 0
+    assert "| attention_all |" in capsys.readouterr().out
+    assert main(["plausibility", "--model", model, "--data-dir", str(tmp_path / "none"),
+                 "--explainers", "random"]) == 2
+    assert "test.jsonl" in capsys.readouterr().err
+
+
+def test_markdown_table_rejects_unknown_kind():
+    with pytest.raises(ValueError, match="unknown report kind"):
+        markdown_table("roar", {})
