@@ -328,10 +328,23 @@ def _stack_seed_batches(batches: Sequence[Encoded], multiple: int) -> Encoded:
                      for fields in zip(*batches, strict=True)))
 
 
+def _per_seed(data: Encoded | Sequence[Encoded], num_seeds: int, name: str) -> list[Encoded]:
+    """One split per seed: `data` repeated, or checked to be one equal-size split per seed."""
+    if isinstance(data, Encoded):
+        return [data] * num_seeds
+    data = list(data)
+    if len(data) != num_seeds:
+        raise ValueError(f"one {name} split per seed: got {len(data)} for {num_seeds} seeds")
+    sizes = {len(d.labels) for d in data}
+    if len(sizes) != 1:
+        raise ValueError(f"the per-seed {name} splits must have one size, got {sorted(sizes)}")
+    return data
+
+
 def train_teacher_seeds(
     models: Sequence[nnx.Module],
-    train: Encoded,
-    validation: Encoded,
+    train: Encoded | Sequence[Encoded],
+    validation: Encoded | Sequence[Encoded],
     *,
     task: str,
     config: TeacherTrainConfig,
@@ -355,7 +368,8 @@ def train_teacher_seeds(
 
     Args:
       models: one smat ``SequenceClassifier`` per seed, all of the same architecture.
-      train, validation: tokenized splits (shared by every seed).
+      train, validation: tokenized splits shared by every seed, or one per seed (e.g. the
+        per-seed masked data of ROAR), all of one size.
       task: "classification" or "regression".
       config: hyperparameters; its ``seed`` is replaced by each of `seeds`.
       seeds: distinct non-negative seeds, one per model.
@@ -367,9 +381,10 @@ def train_teacher_seeds(
       One :class:`TeacherResult` per seed, in order; ``seconds`` is the shared wall time.
 
     Raises:
-      ValueError: no seeds, repeated or negative seeds, a model count that differs from
-        the seed count, models of different architectures, a split smaller than one batch,
-        or a batch that does not divide over the mesh.
+      ValueError: no seeds, repeated or negative seeds, a model or split count that differs
+        from the seed count, per-seed splits of different sizes, models of different
+        architectures, a split smaller than one batch, or a batch that does not divide over
+        the mesh.
       RuntimeError: a non-finite step metric (naming the step range).
     """
     seeds = tuple(int(seed) for seed in seeds)
@@ -377,8 +392,11 @@ def train_teacher_seeds(
         raise ValueError(f"seeds must be distinct ints >= 0 (at least one); got {seeds}")
     if len(models) != len(seeds):
         raise ValueError(f"one model per seed: got {len(models)} models for seeds {seeds}")
-    if len(validation.labels) == 0:
+    trains = _per_seed(train, len(seeds), "train")
+    validations = _per_seed(validation, len(seeds), "validation")
+    if len(validations[0].labels) == 0:
         raise ValueError("the validation split is empty; early stopping needs examples")
+    train = trains[0]
     graphdef, first = functional.split(models[0])
     params = [first] + [functional.split(model)[1] for model in models[1:]]
     if any(functional.split(model)[0] != graphdef for model in models[1:]):
@@ -406,8 +424,8 @@ def train_teacher_seeds(
     began, step, window = time.perf_counter(), 0, []
     bar = tqdm(total=total_steps, disable=not progress, desc=f"teachers x{len(seeds)}")
     for epoch in range(config.max_epochs):
-        orders = [iterate_batches(train, batch_size=config.batch_size, seed=seed, epoch=epoch,
-                                  drop_last=True) for seed in seeds]
+        orders = [iterate_batches(data, batch_size=config.batch_size, seed=seed, epoch=epoch,
+                                  drop_last=True) for data, seed in zip(trains, seeds, strict=True)]
         for rows in zip(*orders, strict=True):
             batch = _stack_seed_batches(rows, config.length_multiple)
             inputs = (batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels)
@@ -424,7 +442,7 @@ def train_teacher_seeds(
             check_finite(window, first_step=step - len(window) + 1, last_step=step)
             for i in (i for i, stop in enumerate(stopped_at) if stop is None):
                 candidate = jax.tree.map(lambda leaf, i=i: leaf[i], states.params)  # a copy
-                scores = evaluate(graphdef, candidate, validation, task=task, mesh=mesh)
+                scores = evaluate(graphdef, candidate, validations[i], task=task, mesh=mesh)
                 if best_scores[i] is None or scores[metric] > best_scores[i][metric]:
                     best[i], best_scores[i], best_step[i], bad_evals[i] = (
                         candidate, scores, step, 0)

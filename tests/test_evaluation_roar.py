@@ -161,11 +161,13 @@ def test_plot_roar(tmp_path):
 # ------------------------------------------------------------------ driver and cache
 
 
-def _runner(tmp_path, *, recursive, explainers=("gradient",), ratios=(0.0, 0.5, 1.0)):
+def _runner(tmp_path, *, recursive, explainers=("gradient",), ratios=(0.0, 0.5, 1.0),
+            seeds=(0,), parallel_seeds=False):
     data = synthetic_encoded(48, seed=0)
     splits = roar_job.Splits(data, synthetic_encoded(16, seed=1), synthetic_encoded(16, seed=2))
-    config = roar_job.RoarConfig(explainers=explainers, ratios=ratios, seeds=(0,),
-                                 recursive=recursive, metric="accuracy", explain_batch_size=16)
+    config = roar_job.RoarConfig(explainers=explainers, ratios=ratios, seeds=seeds,
+                                 recursive=recursive, metric="accuracy", explain_batch_size=16,
+                                 parallel_seeds=parallel_seeds)
     train = TeacherTrainConfig(batch_size=16, max_epochs=1, patience=1, warmup_steps=1,
                                learning_rate=1e-3, length_multiple=16)
     return roar_job.RoarRunner(make_model=lambda seed: tiny_classifier(seed=seed),
@@ -258,6 +260,21 @@ def test_real_training_run_and_resume(tmp_path, count_real_training):
     np.testing.assert_array_equal(second.curves["gradient"], first.curves["gradient"])
 
 
+def test_parallel_seeds_train_each_cell_of_all_seeds_in_one_program(tmp_path):
+    """--parallel-seeds: the seeds' cells train vmapped, with the sequential results."""
+    kwargs = dict(recursive=True, seeds=(0, 1))
+    sequential = roar_job.run_cells(_runner(tmp_path / "seq", **kwargs))
+    runner = _runner(tmp_path / "vmap", parallel_seeds=True, **kwargs)
+    together = roar_job.run_cells(runner)
+    assert runner.trained_cells == 8  # 4 cells x 2 seeds
+    np.testing.assert_allclose(together.curves["gradient"], sequential.curves["gradient"],
+                               atol=1e-6)
+    np.testing.assert_allclose(together.baseline, sequential.baseline, atol=1e-6)
+    for path in (tmp_path / "seq").rglob("masks.npz"):
+        twin = tmp_path / "vmap" / path.relative_to(tmp_path / "seq")
+        np.testing.assert_array_equal(np.load(twin)["train"], np.load(path)["train"])
+
+
 def test_explain_targets_the_gold_label():
     model = tiny_classifier(seed=3)
     graphdef, params = roar_job.functional.split(model)
@@ -299,7 +316,8 @@ def test_config_and_command_line():
     args = parser.parse_args(["roar", "--recursive", "--explainers", "attention", "gradient",
                               "--ratios", "0:100:10", "--seeds", "3", "--preset", "small"])
     assert args.recursive and args.seeds == 3 and args.explainers == ["attention", "gradient"]
-    assert args.run is roar_cli._roar_command
+    assert args.run is roar_cli._roar_command and not args.parallel_seeds
+    assert parser.parse_args(["roar", "--parallel-seeds"]).parallel_seeds
 
 
 # ------------------------------------------------------------------ synthetic validation

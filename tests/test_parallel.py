@@ -31,7 +31,6 @@ from smat.train import (
 )
 from tests import test_scaffold as tiny
 from tests.helpers import synthetic_encoded, tiny_classifier
-from tests.test_pipeline_cli import csv_data, tiny_checkpoint  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.multidevice
 DEVICES = 8
@@ -297,15 +296,38 @@ def test_train_teacher_seeds_equals_sequential_runs(tmp_path):
     with pytest.raises(ValueError, match="one model per seed"):
         train_teacher_seeds([tiny_classifier()], train, valid, task="classification",
                             config=config, seeds=(0, 1))
+    with pytest.raises(ValueError, match="one train split per seed"):
+        train_teacher_seeds([tiny_classifier()] * 2, [train], valid, task="classification",
+                            config=config, seeds=(0, 1))
+    with pytest.raises(ValueError, match="must have one size"):
+        train_teacher_seeds([tiny_classifier()] * 2, train, [valid, synthetic_encoded(8)],
+                            task="classification", config=config, seeds=(0, 1))
     with pytest.raises(ValueError, match="distinct"):
         train_teacher_seeds([tiny_classifier()] * 2, train, valid, task="classification",
                             config=config, seeds=(1, 1))
 
 
+def test_train_teacher_seeds_with_data_per_seed_equals_sequential_runs(tmp_path):
+    """ROAR trains each seed on its own masked data: one split per seed."""
+    trains = [synthetic_encoded(64, seed=10 + s) for s in SEEDS[:2]]
+    valids = [synthetic_encoded(32, seed=20 + s) for s in SEEDS[:2]]
+    sequential = [train_teacher(tiny_classifier(seed=s), t, v, task="classification",
+                                config=TeacherTrainConfig(**{**FAST, "seed": s}),
+                                output_dir=tmp_path / f"seq{s}", progress=False)
+                  for s, t, v in zip(SEEDS[:2], trains, valids, strict=True)]
+    together = train_teacher_seeds([tiny_classifier(seed=s) for s in SEEDS[:2]], trains, valids,
+                                   task="classification", config=TeacherTrainConfig(**FAST),
+                                   seeds=SEEDS[:2], progress=False)
+    for one, other in zip(sequential, together, strict=True):
+        assert (other.steps, other.best_step) == (one.steps, one.best_step)
+        assert other.best_validation == pytest.approx(one.best_validation)
+        assert_trees_close(other.params, one.params, rtol=1e-4, atol=1e-5)
+
+
 # ------------------------------------------------------------------ command line
 
 
-def test_cli_devices_flag(tiny_checkpoint, csv_data, tmp_path, capsys):  # noqa: F811
+def test_cli_devices_flag(tiny_checkpoint, csv_data, tmp_path, capsys):
     common = ["--model", str(tiny_checkpoint), "--source", str(csv_data), "--text-column",
               "sentence", "--label-column", "sentiment", "--max-len", "16",
               "--student-validation-size", "40", "--student-test-size", "40",

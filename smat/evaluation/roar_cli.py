@@ -81,6 +81,8 @@ def build_roar_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--ratios", default="0:100:20", help="percent start:stop:step or list")
     parser.add_argument("--seeds", type=int, default=len(defaults.seeds),
                         help="number of seeds (0..N-1)")
+    parser.add_argument("--parallel-seeds", action="store_true",
+                        help="train the seeds of each cell in one vmapped program (GPU)")
     parser.add_argument("--preset", default="small", choices=sorted(PRESETS))
     parser.add_argument("--model", default=None, help="pretrained folder or Hub id")
     parser.add_argument("--source", default="movie-snippets")
@@ -115,7 +117,8 @@ def _roar_command(args: argparse.Namespace) -> int:
                       seeds=tuple(range(args.seeds)), recursive=args.recursive,
                       num_examples=args.num_examples,
                       validation_fraction=args.validation_fraction,
-                      test_fraction=args.test_fraction, ig_steps=args.ig_steps, metric=metric)
+                      test_fraction=args.test_fraction, ig_steps=args.ig_steps, metric=metric,
+                      parallel_seeds=args.parallel_seeds)
     data = DataConfig(source=args.source, task=args.task, text_column=args.text_column,
                       label_column=args.label_column, max_len=args.max_len,
                       split_seed=args.split_seed)

@@ -16,7 +16,8 @@ The procedure of Madsen et al. (2022, §3, DESIGN 5), top to bottom:
 Every cell (data set, model, explainer, seed, ratio, recursive, settings hash) is one
 folder whose ``result.json`` is written atomically last; the masks, and the importance a
 later cell needs, are saved beside it. A killed run resumes: finished cells are read
-back, the unfinished one resumes from its training checkpoint.
+back, the unfinished one resumes from its training checkpoint (with ``parallel_seeds`` the
+seeds of a cell train together in one vmapped program, which restarts as a whole).
 
     smat roar --recursive --explainers attention gradient input_x_gradient \\
         --ratios 0:100:20 --seeds 3 --preset small --output-dir runs/roar
@@ -29,7 +30,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -53,7 +54,13 @@ from smat.explain import static_scores
 from smat.models import SequenceClassifier, from_pretrained, functional, minilm_path
 from smat.pipeline import DataConfig, load_examples
 from smat.run_log import write_json_atomic
-from smat.train import TeacherTrainConfig, evaluate, train_teacher, trim_to_length
+from smat.train import (
+    TeacherTrainConfig,
+    evaluate,
+    train_teacher,
+    train_teacher_seeds,
+    trim_to_length,
+)
 
 EXPLAINERS = ("attention", "gradient", "input_x_gradient", "integrated_gradients")
 """Importance measures ROAR can evaluate (the random baseline is always included)."""
@@ -78,6 +85,9 @@ class RoarConfig:
       metric: the performance of Eq. 3 ("accuracy", "macro_f1" — Madsen et al.'s choice
         for sentiment — or "pearson" for regression).
       min_denominator: Eq. 3 is undefined below this denominator.
+      parallel_seeds: train the seeds' models of each cell in one program, vmapped over
+        seeds (:func:`smat.train.train_teacher_seeds`); same results as one after another,
+        faster where a device has room for several small models (GPU), not on 2 CPU cores.
     """
 
     explainers: tuple[str, ...] = ("attention", "gradient", "input_x_gradient")
@@ -91,6 +101,7 @@ class RoarConfig:
     explain_batch_size: int = 64
     metric: str = "macro_f1"
     min_denominator: float = 1e-3
+    parallel_seeds: bool = False
 
     def __post_init__(self) -> None:
         bad = [e for e in self.explainers if e not in EXPLAINERS]
@@ -237,6 +248,19 @@ class Splits(NamedTuple):
     test: Encoded
 
 
+class Cell(NamedTuple):
+    """One cell to train: its folder (the cache key), masks, seed and follow-up.
+
+    ``after(graphdef, params, masked_splits)`` runs once the model is trained and before
+    ``result.json`` is written (keeping parameters, or the next Recursive ROAR importance).
+    """
+
+    folder: Path
+    masks: Splits
+    seed: int
+    after: Callable[[nnx.GraphDef, nnx.State, Splits], None] | None = None
+
+
 def _save_arrays(path: Path, **arrays: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -321,64 +345,91 @@ class RoarRunner:
             self._initial[seed] = functional.split(self.make_model(seed))
         return self._initial[seed]
 
-    def _cell(self, folder: Path, masks: Splits, seed: int,
-              after: Callable[[nnx.GraphDef, nnx.State, Splits], None] | None = None
-              ) -> dict[str, Any]:
-        """Train a fresh model on masked data (or read the finished cell back)."""
-        if (folder / "result.json").is_file():
-            return json.loads((folder / "result.json").read_text())
-        graphdef, initial = self._initial_model(seed)
-        masked = _apply_masks(self.splits, masks, self.mask_token_id)
-        _save_arrays(folder / "masks.npz", **dict(zip(Splits._fields, masks, strict=True)))
-        result = train_teacher(nnx.merge(graphdef, initial), masked.train, masked.validation,
-                               task=self.task,
-                               config=dataclasses.replace(self.train, seed=seed),
-                               output_dir=folder / "train", progress=self.progress)
+    def _cells(self, jobs: list[Cell]) -> list[dict[str, Any]]:
+        """Train a fresh model per cell on its masked data (or read finished cells back).
+
+        With ``config.parallel_seeds`` the unfinished cells (one per seed) train together
+        in one vmapped program; otherwise one after another, each resumable mid-training.
+        """
+        todo = [job for job in jobs if not (job.folder / "result.json").is_file()]
+        masked = {job.folder: _apply_masks(self.splits, job.masks, self.mask_token_id)
+                  for job in todo}
+        for job in todo:
+            _save_arrays(job.folder / "masks.npz",
+                         **dict(zip(Splits._fields, job.masks, strict=True)))
+        if self.config.parallel_seeds and len(todo) > 1:
+            graphdef = self._initial_model(todo[0].seed)[0]
+            results = train_teacher_seeds(
+                [nnx.merge(*self._initial_model(job.seed)) for job in todo],
+                [masked[job.folder].train for job in todo],
+                [masked[job.folder].validation for job in todo], task=self.task,
+                config=self.train, seeds=[job.seed for job in todo], progress=self.progress)
+            for job, result in zip(todo, results, strict=True):
+                self._finish(job, graphdef, result, masked[job.folder])
+        else:
+            for job in todo:
+                graphdef, initial = self._initial_model(job.seed)
+                result = train_teacher(nnx.merge(graphdef, initial), masked[job.folder].train,
+                                       masked[job.folder].validation, task=self.task,
+                                       config=dataclasses.replace(self.train, seed=job.seed),
+                                       output_dir=job.folder / "train", progress=self.progress)
+                self._finish(job, graphdef, result, masked[job.folder])
+        return [json.loads((job.folder / "result.json").read_text()) for job in jobs]
+
+    def _finish(self, job: Cell, graphdef: nnx.GraphDef, result: Any, masked: Splits) -> None:
+        """Test a trained cell, run its follow-up, and write its ``result.json`` last."""
         self.trained_cells += 1
         test = evaluate(graphdef, result.params, masked.test, task=self.task)
-        if after is not None:
-            after(graphdef, result.params, masked)
-        masked_fraction = float(sum(m.sum() for m in masks) / sum(m.sum() for m in
-                                                                  self.maskable))
+        if job.after is not None:
+            job.after(graphdef, result.params, masked)
+        masked_fraction = float(sum(m.sum() for m in job.masks) / sum(m.sum() for m in
+                                                                      self.maskable))
         record = {"test": test, "validation": result.best_validation,
                   "best_step": result.best_step, "steps": result.steps,
                   "train_seconds": round(result.seconds, 2), "masked_fraction": masked_fraction}
-        write_json_atomic(folder / "result.json", record)
-        shutil.rmtree(folder / "train", ignore_errors=True)  # optimizer state: GBs over a run
-        return record
+        write_json_atomic(job.folder / "result.json", record)
+        shutil.rmtree(job.folder / "train", ignore_errors=True)  # optimizer state: GBs per run
 
     def _masks(self, folder: Path) -> Splits:
         return Splits(**_load_arrays(folder / "masks.npz"))
 
     # -- the shared cells ----------------------------------------------------------
-    def unmasked(self, seed: int) -> dict[str, Any]:
-        """The 0% model, shared by every explainer; its parameters are kept for importance."""
-        folder = self.cell_dir("unmasked", seed, 0.0, False)
-
-        def keep_params(graphdef, params, masked):
-            checkpoint.save(folder / "params", params, metadata={}, overwrite=True)
-
+    def unmasked(self, seeds: Sequence[int]) -> list[dict[str, Any]]:
+        """The 0% models, shared by every explainer; their parameters are kept for importance."""
         zeros = Splits(*(np.zeros_like(m) for m in self.maskable))
-        return self._cell(folder, zeros, seed, keep_params)
 
-    def all_masked(self, seed: int) -> dict[str, Any]:
-        """The 100% model (every maskable token masked), the lower bound, shared."""
-        return self._cell(self.cell_dir("all-masked", seed, 1.0, False), self.maskable, seed)
+        def job(seed: int) -> Cell:
+            folder = self.cell_dir("unmasked", seed, 0.0, False)
 
-    def random(self, seed: int, ratio: float) -> dict[str, Any]:
+            def keep_params(graphdef, params, masked):
+                checkpoint.save(folder / "params", params, metadata={}, overwrite=True)
+
+            return Cell(folder, zeros, seed, keep_params)
+
+        return self._cells([job(seed) for seed in seeds])
+
+    def all_masked(self, seeds: Sequence[int]) -> list[dict[str, Any]]:
+        """The 100% models (every maskable token masked), the lower bound, shared."""
+        return self._cells([Cell(self.cell_dir("all-masked", seed, 1.0, False), self.maskable,
+                                 seed) for seed in seeds])
+
+    def random(self, seeds: Sequence[int], ratio: float) -> list[dict[str, Any]]:
         """Random baseline: seeded uniform scores, one draw per seed, so masks are nested."""
-        key = jax.random.fold_in(jax.random.key(seed), 0x0DA2)
-        masks = Splits(*(np.asarray(roar_mask(
-            baselines.random_saliency(jax.random.fold_in(key, i), m).scores, m, ratio=ratio))
-            for i, m in enumerate(self.maskable)))
-        return self._cell(self.cell_dir("random", seed, ratio, False), masks, seed)
+        def masks(seed: int) -> Splits:
+            key = jax.random.fold_in(jax.random.key(seed), 0x0DA2)
+            return Splits(*(np.asarray(roar_mask(
+                baselines.random_saliency(jax.random.fold_in(key, i), m).scores, m,
+                ratio=ratio)) for i, m in enumerate(self.maskable)))
+
+        return self._cells([Cell(self.cell_dir("random", seed, ratio, False), masks(seed), seed)
+                            for seed in seeds])
 
     def unmasked_importance(self, explainer: str, seed: int) -> Splits:
         """Importance from the 0% model on the unmasked data (cached beside its cell)."""
         folder = self.cell_dir("unmasked", seed, 0.0, False)
         path = folder / f"scores-{self._slot(explainer)}.npz"
         if not path.is_file():
-            self.unmasked(seed)
+            self.unmasked([seed])
             graphdef, initial = self._initial_model(seed)
             params, _ = checkpoint.restore(folder / "params", target=initial)
             _save_arrays(path, **self._explain_all(graphdef, params, self.splits, explainer))
@@ -390,31 +441,38 @@ class RoarRunner:
                               batch_size=self.config.explain_batch_size)
                 for name, data in zip(Splits._fields, splits, strict=True)}
 
-    # -- one explainer's curve ---------------------------------------------------------
-    def explainer_curve(self, explainer: str, seed: int) -> list[dict[str, Any]]:
-        """Cells of the ratios strictly between 0 and 1 for one explainer and seed."""
-        ratios = self.config.ratios[1:-1]
+    # -- one explainer's curves ----------------------------------------------------------
+    def explainer_curves(self, explainer: str,
+                         seeds: Sequence[int]) -> list[list[dict[str, Any]]]:
+        """Per seed, the cells of the ratios strictly between 0 and 1 for one explainer."""
         recursive = self.config.recursive
-        scores = self.unmasked_importance(explainer, seed)
-        previous = Splits(*(np.zeros_like(m) for m in self.maskable))
-        records = []
-        for ratio in ratios:
-            folder = self.cell_dir(self._slot(explainer), seed, ratio, recursive)
-            masks = Splits(*(np.asarray(roar_mask(s, m, p if recursive else None, ratio=ratio))
-                             for s, m, p in zip(scores, self.maskable, previous, strict=True)))
-            needs_scores = recursive  # also at the last ratio: a longer schedule reuses it
-            path = folder / "scores.npz"
+        scores = {seed: self.unmasked_importance(explainer, seed) for seed in seeds}
+        previous = {seed: Splits(*(np.zeros_like(m) for m in self.maskable)) for seed in seeds}
+        curves: list[list[dict[str, Any]]] = [[] for _ in seeds]
+        for ratio in self.config.ratios[1:-1]:
+            jobs = []
+            for seed in seeds:
+                folder = self.cell_dir(self._slot(explainer), seed, ratio, recursive)
+                if (folder / "result.json").is_file():
+                    masks = self._masks(folder)  # what the cell was trained on
+                else:
+                    masks = Splits(*(np.asarray(roar_mask(s, m, p if recursive else None,
+                                                          ratio=ratio))
+                                     for s, m, p in zip(scores[seed], self.maskable,
+                                                        previous[seed], strict=True)))
 
-            def next_scores(graphdef, params, masked, path=path):
-                _save_arrays(path, **self._explain_all(graphdef, params, masked, explainer))
+                def next_scores(graphdef, params, masked, path=folder / "scores.npz"):
+                    _save_arrays(path, **self._explain_all(graphdef, params, masked, explainer))
 
-            if (folder / "result.json").is_file():
-                masks = self._masks(folder)  # what the cell was trained on
-            records.append(self._cell(folder, masks, seed, next_scores if needs_scores
-                                      else None))
-            if needs_scores:
-                scores, previous = Splits(**_load_arrays(path)), masks
-        return records
+                # Recursive ROAR needs the next importance, also after the last ratio: a
+                # longer schedule reuses it.
+                jobs.append(Cell(folder, masks, seed, next_scores if recursive else None))
+            for curve, job, record in zip(curves, jobs, self._cells(jobs), strict=True):
+                curve.append(record)
+                if recursive:
+                    scores[job.seed] = Splits(**_load_arrays(job.folder / "scores.npz"))
+                    previous[job.seed] = job.masks
+        return curves
 
 
 class RoarResult(NamedTuple):
@@ -450,15 +508,15 @@ def run_cells(runner: RoarRunner) -> RoarResult:
     metric = config.metric
     middle = config.ratios[1:-1]
     curves = {e: [] for e in config.explainers}
-    baseline = []
-    for seed in config.seeds:
-        first = runner.unmasked(seed)["test"][metric]
-        last = runner.all_masked(seed)["test"][metric]
-        baseline.append([first, *(runner.random(seed, r)["test"][metric] for r in middle),
-                         last])
-        for explainer in config.explainers:
-            cells = runner.explainer_curve(explainer, seed)
-            curves[explainer].append([first, *(c["test"][metric] for c in cells), last])
+    seeds = config.seeds
+    first = [r["test"][metric] for r in runner.unmasked(seeds)]
+    last = [r["test"][metric] for r in runner.all_masked(seeds)]
+    middle_scores = [[r["test"][metric] for r in runner.random(seeds, ratio)] for ratio in middle]
+    baseline = [[f, *(m[i] for m in middle_scores), la]
+                for i, (f, la) in enumerate(zip(first, last, strict=True))]
+    for explainer in config.explainers:
+        for i, cells in enumerate(runner.explainer_curves(explainer, seeds)):
+            curves[explainer].append([first[i], *(c["test"][metric] for c in cells), last[i]])
     base = np.asarray(baseline, np.float64)
     result_curves = {e: np.asarray(v, np.float64) for e, v in curves.items()}
     faithfulness, summary = {}, {}
