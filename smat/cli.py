@@ -29,7 +29,7 @@ from pathlib import Path
 
 from smat.evaluation.eval_cli import build_evaluation_parsers
 from smat.evaluation.roar_cli import build_roar_parser
-from smat.pipeline import DataConfig, run_student, run_teacher
+from smat.pipeline import DataConfig, run_student, run_teacher, run_teacher_seeds
 from smat.student import SETTINGS, StudentTrainConfig
 from smat.train import TeacherTrainConfig
 
@@ -92,6 +92,16 @@ def _build_config(cls: type, args: argparse.Namespace, **overrides):
 def _train_teacher(args: argparse.Namespace) -> int:
     data = _build_config(DataConfig, args)
     train = _build_config(TeacherTrainConfig, args)
+    if args.parallel_seeds > 1:
+        seeds = [train.seed + i for i in range(args.parallel_seeds)]
+        records = run_teacher_seeds(data=data, train=train, seeds=seeds, model_source=args.model,
+                                    pooling=args.pooling, output_dir=args.output_dir,
+                                    progress=not args.no_progress)
+        print(json.dumps({f"seed{seed}": {"test": r["test"], "steps": r["steps"],
+                                          "model": str(Path(args.output_dir) / f"seed{seed}"
+                                                       / "model")}
+                          for seed, r in zip(seeds, records, strict=True)}, indent=2))
+        return 0
     record = run_teacher(data=data, train=train, model_source=args.model,
                          pooling=args.pooling, output_dir=args.output_dir,
                          progress=not args.no_progress)
@@ -172,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="pretrained folder or Hub id (default: offline all-MiniLM-L6-v2)")
     teacher.add_argument("--pooling", default="scalar_mix", choices=["scalar_mix", "cls", "mean"])
     teacher.add_argument("--output-dir", default="runs/teacher")
+    teacher.add_argument("--parallel-seeds", type=int, default=1, metavar="N",
+                         help="train seeds SEED..SEED+N-1 in one vmapped program, each in "
+                              "OUTPUT_DIR/seed{s} (default: 1, one run in OUTPUT_DIR)")
     teacher.add_argument("--no-progress", action="store_true")
     _add_parallel_flags(teacher)
     teacher.set_defaults(run=_train_teacher)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,7 +35,13 @@ from smat.student import (
     explainer_configs,
     train_student,
 )
-from smat.train import TeacherTrainConfig, evaluate, train_teacher
+from smat.train import (
+    TeacherResult,
+    TeacherTrainConfig,
+    evaluate,
+    train_teacher,
+    train_teacher_seeds,
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -148,20 +155,75 @@ def run_teacher(
     output_dir = Path(output_dir)
     if (output_dir / "result.json").is_file():
         return json.loads((output_dir / "result.json").read_text())
-    source = str(model_source) if model_source is not None else str(minilm_path())
-    resolved = {"data": dataclasses.asdict(data), "train": dataclasses.asdict(train),
-                "model_source": source, "pooling": pooling}
-    write_json_atomic(output_dir / "config.json", resolved)
-
-    dataset = load_examples(data)
-    num_labels = dataset.num_labels if data.task == "classification" else 1
-    model, tokenizer = from_pretrained(source, task=data.task, num_labels=num_labels,
-                                       pooling=pooling, seed=train.seed)
-    parts = protocol_data(data, dataset, tokenizer)
+    _, parts, (model,), tokenizer = _teacher_setup(data, train, model_source, pooling,
+                                                    [train.seed], [output_dir])
     result = train_teacher(model, parts.teacher_train, parts.teacher_validation,
                            task=data.task, config=train, output_dir=output_dir / "checkpoints",
                            progress=progress)
-    test = evaluate(functional.split(model)[0], result.params, parts.student_test, task=data.task)
+    return _finish_teacher(output_dir, data, parts, model, tokenizer, result)
+
+
+def run_teacher_seeds(
+    *,
+    data: DataConfig,
+    train: TeacherTrainConfig,
+    seeds: Sequence[int],
+    model_source: str | None = None,
+    pooling: str = "scalar_mix",
+    output_dir: str | Path,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Teachers of several seeds trained in one vmapped program (``train_teacher_seeds``).
+
+    Each seed gets the folder ``output_dir/seed{s}`` of a :func:`run_teacher` run (its own
+    initial head, batch order, dropout and early stopping; the same data splits). Finished
+    seeds are reused; the others train together from the start (no mid-run checkpoints).
+
+    Args:
+      data / train / model_source / pooling / progress: as :func:`run_teacher`.
+      seeds: distinct seeds (``train.seed`` is replaced by each).
+      output_dir: parent folder of the per-seed run folders.
+
+    Returns:
+      One result record per seed, in order.
+    """
+    folders = [Path(output_dir) / f"seed{seed}" for seed in seeds]
+    todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
+    if todo:
+        _, parts, models, tokenizer = _teacher_setup(data, train, model_source, pooling,
+                                                     [seeds[i] for i in todo],
+                                                     [folders[i] for i in todo])
+        results = train_teacher_seeds(models, parts.teacher_train, parts.teacher_validation,
+                                      task=data.task, config=train,
+                                      seeds=[seeds[i] for i in todo],
+                                      output_dir=Path(output_dir), progress=progress)
+        for i, model, result in zip(todo, models, results, strict=True):
+            _finish_teacher(folders[i], data, parts, model, tokenizer, result)
+    return [json.loads((folder / "result.json").read_text()) for folder in folders]
+
+
+def _teacher_setup(data: DataConfig, train: TeacherTrainConfig, model_source: str | None,
+                   pooling: str, seeds: Sequence[int], folders: Sequence[Path]):
+    """Load the data and one pretrained model per seed; write each run's `config.json`."""
+    source = str(model_source) if model_source is not None else str(minilm_path())
+    for seed, folder in zip(seeds, folders, strict=True):
+        write_json_atomic(folder / "config.json", {
+            "data": dataclasses.asdict(data),
+            "train": dataclasses.asdict(dataclasses.replace(train, seed=seed)),
+            "model_source": source, "pooling": pooling})
+    dataset = load_examples(data)
+    num_labels = dataset.num_labels if data.task == "classification" else 1
+    loaded = [from_pretrained(source, task=data.task, num_labels=num_labels, pooling=pooling,
+                              seed=seed) for seed in seeds]
+    tokenizer = loaded[0][1]
+    return source, protocol_data(data, dataset, tokenizer), [m for m, _ in loaded], tokenizer
+
+
+def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, model: Any,
+                    tokenizer: Any, result: TeacherResult) -> dict[str, Any]:
+    """Test a trained teacher, save its model and write `result.json` last."""
+    test = evaluate(functional.split(model)[0], result.params, parts.student_test,
+                    task=data.task)
     record = {
         "test": test, "validation": result.best_validation, "best_step": result.best_step,
         "steps": result.steps, "train_seconds": round(result.seconds, 1),

@@ -347,3 +347,31 @@ def test_cli_devices_flag(tiny_checkpoint, csv_data, tmp_path, capsys):
     assert records[0]["steps"] == records[1]["steps"]
     assert records[1]["test"] == pytest.approx(records[0]["test"], abs=1 / 40)
     assert parallel.resolve_mesh() is None  # the command's mesh does not outlive it
+
+
+def test_cli_parallel_seeds_trains_each_seed_like_its_own_run(tiny_checkpoint, csv_data,
+                                                              tmp_path, capsys):
+    common = ["--model", str(tiny_checkpoint), "--source", str(csv_data), "--text-column",
+              "sentence", "--label-column", "sentiment", "--max-len", "16",
+              "--student-validation-size", "40", "--student-test-size", "40",
+              "--learning-rate", "2e-3", "--warmup-steps", "5", "--max-epochs", "2",
+              "--batch-size", "16", "--no-progress", "--devices", "8"]
+    assert main(["train-teacher", *common, "--seed", "1", "--output-dir",
+                 str(tmp_path / "alone")]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main(["train-teacher", *common, "--parallel-seeds", "2", "--output-dir",
+                 str(tmp_path / "together")]) == 0
+    together = json.loads(capsys.readouterr().out)
+    assert set(together) == {"seed0", "seed1"}
+    assert together["seed1"]["steps"] == alone["steps"]
+    assert together["seed1"]["test"] == pytest.approx(alone["test"], abs=1 / 40)
+    for seed in (0, 1):
+        folder = tmp_path / "together" / f"seed{seed}"
+        assert json.loads((folder / "config.json").read_text())["train"]["seed"] == seed
+        assert (folder / "model").is_dir() and (folder / "metrics.jsonl").is_file()
+    # A rerun reuses the finished seeds: nothing is trained or saved again.
+    marker = tmp_path / "together" / "seed0" / "model" / "model.json"
+    marker.unlink()
+    assert main(["train-teacher", *common, "--parallel-seeds", "2", "--output-dir",
+                 str(tmp_path / "together")]) == 0
+    assert json.loads(capsys.readouterr().out) == together and not marker.exists()
