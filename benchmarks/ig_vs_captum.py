@@ -11,9 +11,11 @@ baseline, ``n_steps=50``, gauss-legendre, predicted-class targets (issue 3, Acce
   side is compared.
 - Peak memory: each setting runs in its own process; the peak resident set of the timed
   run above the resident set before it (Linux ``/proc/self/clear_refs`` + ``VmHWM``).
-- Achieved GFLOP/s of smat (XLA's cost analysis of one forward + backward step, times
-  ``n_steps``) over the measured float32 matmul peak of XLA on this machine (best of a
-  2048^3 matmul).
+- Achieved GFLOP/s of smat over the measured float32 matmul peak of XLA on this machine
+  (best of a 2048^3 matmul). The FLOPs are the model's matmul FLOPs counted from its
+  shape (:func:`ig_matmul_flops`: forward plus the input-gradient backward, per step);
+  XLA's own cost analysis is recorded too, but on CPU it reports about a sixth of that
+  count for the same program, so it cannot be the yardstick.
 - Memory scaling: XLA's compiled temporary-buffer size of smat IG at ``n_steps=512`` over
   ``n_steps=32`` with the same ``chunk_size`` (compile only; the run itself would take
   minutes on 2 cores).
@@ -87,6 +89,20 @@ def _smat_setup(smoke: bool):
     return model, tokenizer, functional.split(model)
 
 
+def ig_matmul_flops(config, batch_size: int, seq_len: int, n_steps: int) -> float:
+    """Matmul FLOPs of IG on a BERT-style encoder: n_steps x (forward + input gradient).
+
+    Per layer and token, the forward's dense layers cost 2(4D^2 + 2DF) (Q, K, V, output,
+    and the two feed-forward matmuls) and attention 4TD (QK^T and AV); the backward to the
+    inputs (no weight gradients) repeats the dense part once and attention twice (both
+    operands of each attention product are activations).
+    """
+    d, f, t = config.hidden_size, config.intermediate_size, seq_len
+    dense = 2 * (4 * d * d + 2 * d * f)
+    per_token = 2 * dense + 3 * (4 * t * d)
+    return float(n_steps * config.num_layers * batch_size * seq_len * per_token)
+
+
 # ------------------------------------------------------------------ workers
 
 
@@ -115,14 +131,17 @@ def worker_smat(args) -> dict:
         jnp.take_along_axis(f(z, m), target[:, None], axis=1))))
     cost = one_step.lower(x).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
-    flops = {"flops": cost["flops"] * args.n_steps}
+    flops = {"flops": ig_matmul_flops(model.encoder.config, args.batch_size, args.seq_len,
+                                      args.n_steps),
+             "xla_cost_analysis_flops": cost["flops"] * args.n_steps}
     jax.block_until_ready(compiled(x))  # warm-up
     rss = _reset_peak()
     start = time.perf_counter()
     jax.block_until_ready(compiled(x))
     seconds = time.perf_counter() - start
     peak = _status_kib("VmHWM") - rss
-    result = {"seconds": seconds, "peak_mib": peak / 1024, "flops": float(flops["flops"])}
+    result = {"seconds": seconds, "peak_mib": peak / 1024,
+              **{k: float(v) for k, v in flops.items()}}
     if args.memory_steps:
         temp = {}
         for n in args.memory_steps:
@@ -234,7 +253,7 @@ def main() -> None:
               "--n-steps", str(args.n_steps)] + (["--smoke"] if args.smoke else [])
     rows = args.batch_size * args.n_steps
     captum_settings = [0, rows // 2, rows // 5]  # None (all rows at once), 2 and 5 batches
-    smat_chunks = [args.n_steps, args.n_steps // 2]
+    smat_chunks = [args.n_steps, args.n_steps // 2, max(args.n_steps // 5, 1)]
     memory_chunk, memory_steps = (4, [8, 32]) if args.smoke else (16, [32, 512])
 
     matmul = spawn("matmul", common, [])
@@ -262,6 +281,7 @@ def main() -> None:
         "smat_achieved_gflops": achieved,
         "matmul_peak_gflops": matmul["gflops"],
         "fraction_of_matmul_peak": achieved / matmul["gflops"],
+        "flop_count": "model matmul FLOPs (ig_matmul_flops); XLA's count in the runs",
         "compiled_temp_mib_by_n_steps": memory,
         "memory_chunk_size": memory_chunk,
         f"memory_ratio_{memory_steps[1]}_over_{memory_steps[0]}": large / small,
