@@ -22,9 +22,10 @@ from smat import model_store
 from smat.data import Encoded, iterate_batches, tokenize_texts
 from smat.explainer_store import LoadedExplainer, load_explainer
 from smat.models import functional
+from smat.parallel import resolve_mesh, shard_batch
 from smat.render import render_html
 from smat.run_log import write_json_atomic
-from smat.train import predictions_from_logits
+from smat.train import pad_rows, predictions_from_logits
 
 STATIC_EXPLAINERS = ("gradient", "input_x_gradient", "integrated_gradients", "attention_all",
                      "attention_last", "attention_rollout", "random")
@@ -92,9 +93,14 @@ class Explanations(NamedTuple):
 
 
 def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | Path], *,
-                    task: str, ig_steps: int = 50, batch_size: int = 16
+                    task: str, ig_steps: int = 50, batch_size: int = 16,
+                    mesh: jax.sharding.Mesh | None = None
                     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Scores (N, T) of each explainer and the model's predictions on tokenized data.
+
+    The last batch is padded to `batch_size` (then sliced), so each explainer compiles
+    once. With a `mesh` (or an ambient one, see :func:`smat.parallel.resolve_mesh`) every
+    batch is sharded over its devices and `batch_size` must be a multiple of their number.
 
     Args:
       graphdef, params: the model (``smat.models.functional.split``).
@@ -104,25 +110,33 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
       task: "classification" or "regression".
       ig_steps: quadrature nodes of integrated gradients.
       batch_size: rows per jitted call.
+      mesh: data parallelism over devices; None uses the ambient mesh, if any.
 
     Raises:
-      ValueError: an unknown explainer name; FileNotFoundError: a missing explainer folder.
+      ValueError: an unknown explainer name, or a batch that does not divide over the mesh;
+      FileNotFoundError: a missing explainer folder.
     """
     learned = {str(e): load_explainer(e) for e in explainers if str(e) not in STATIC_EXPLAINERS}
     scores: dict[str, list[np.ndarray]] = {str(e): [] for e in explainers}
     logits = []
+    mesh = resolve_mesh(mesh)
     for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
-        args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        rows = batch.input_ids.shape[0]
+        padded = pad_rows(batch, batch_size)
+        inputs = (padded.input_ids, padded.attention_mask, padded.token_type_ids)
+        if mesh is not None:
+            inputs = shard_batch(inputs, mesh)
+        args = (graphdef, params, *inputs)
         logits.append(np.asarray(functional.apply(
-            graphdef, params, batch.input_ids, attention_mask=batch.attention_mask,
-            token_type_ids=batch.token_type_ids, attention="none").logits))
+            graphdef, params, inputs[0], attention_mask=inputs[1], token_type_ids=inputs[2],
+            attention="none").logits)[:rows])
         for name in scores:
             if name in learned:
                 value = _learned_scores(*args, learned[name].params,
                                         explainer_config=learned[name].config)
             else:
                 value = static_scores(*args, name=name, ig_steps=ig_steps)
-            scores[name].append(np.asarray(value))
+            scores[name].append(np.asarray(value)[:rows])
     predictions = predictions_from_logits(np.concatenate(logits), task)
     return {name: np.concatenate(parts) for name, parts in scores.items()}, predictions
 
