@@ -29,7 +29,13 @@ from pathlib import Path
 
 from smat.evaluation.eval_cli import build_evaluation_parsers
 from smat.evaluation.roar_cli import build_roar_parser
-from smat.pipeline import DataConfig, run_student, run_teacher, run_teacher_seeds
+from smat.pipeline import (
+    DataConfig,
+    run_student,
+    run_student_seeds,
+    run_teacher,
+    run_teacher_seeds,
+)
 from smat.student import SETTINGS, StudentTrainConfig
 from smat.train import TeacherTrainConfig
 
@@ -120,16 +126,28 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _student_dir(args: argparse.Namespace, seed: int) -> Path:
+    if args.output_dir is None:
+        return (Path(args.teacher) / "students" / f"n{args.num_examples}" / args.explainer
+                / f"seed{seed}")
+    return Path(args.output_dir) / (f"seed{seed}" if args.parallel_seeds > 1 else "")
+
+
 def _train_student(args: argparse.Namespace) -> int:
     config = _build_config(StudentTrainConfig, args, explainer=args.explainer)
-    output_dir = args.output_dir or str(
-        Path(args.teacher) / "students" / f"n{args.num_examples}" / args.explainer
-        / f"seed{config.seed}")
+    keys = ("explainer", "seed", "num_examples", "test", "validation", "steps", "train_seconds")
+    if args.parallel_seeds > 1:
+        seeds = [config.seed + i for i in range(args.parallel_seeds)]
+        records = run_student_seeds(args.teacher, config=config, seeds=seeds,
+                                    num_examples=args.num_examples,
+                                    output_dirs=[_student_dir(args, s) for s in seeds],
+                                    progress=not args.no_progress)
+        print(json.dumps([{k: r[k] for k in keys} for r in records], indent=2))
+        return 0
+    output_dir = _student_dir(args, config.seed)
     record = run_student(args.teacher, config=config, num_examples=args.num_examples,
                          output_dir=output_dir, progress=not args.no_progress)
-    print(json.dumps({k: record[k] for k in ("explainer", "seed", "num_examples", "test",
-                                             "validation", "steps", "train_seconds")},
-                     indent=2))
+    print(json.dumps({k: record[k] for k in keys}, indent=2))
     return 0
 
 
@@ -140,7 +158,8 @@ def _simulability(args: argparse.Namespace) -> int:
     seeds = list(range(args.seeds))
     output_dir = Path(args.output_dir or Path(args.teacher) / "simulability")
     records = run_grid(args.teacher, sizes=args.sizes, explainers=args.explainers, seeds=seeds,
-                       student=student, output_dir=output_dir, progress=not args.no_progress)
+                       student=student, output_dir=output_dir, progress=not args.no_progress,
+                       parallel_seeds=args.parallel_seeds)
     metric = "accuracy" if "accuracy" in records[0]["test"] else "pearson"
     table = simulability_table(records, metric=metric)
     (output_dir / "table.md").write_text(table + "\n")
@@ -196,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     student.add_argument("--num-examples", type=int, required=True)
     student.add_argument("--output-dir", default=None,
                          help="(default: TEACHER/students/n{N}/{explainer}/seed{S})")
+    student.add_argument("--parallel-seeds", type=int, default=1, metavar="N",
+                         help="train seeds SEED..SEED+N-1 in one vmapped program (OUTPUT_DIR/"
+                              "seed{s} each; default: 1)")
     student.add_argument("--no-progress", action="store_true")
     _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
     _add_parallel_flags(student)
@@ -209,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_argument("--explainers", nargs="+", default=["none", "attention_all", "smat"],
                       choices=SETTINGS)
     grid.add_argument("--output-dir", default=None, help="(default: TEACHER/simulability)")
+    grid.add_argument("--parallel-seeds", action="store_true",
+                      help="train the seeds of each (size, explainer) in one vmapped program")
     grid.add_argument("--no-progress", action="store_true")
     _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer", "seed"))
     _add_parallel_flags(grid)

@@ -34,6 +34,7 @@ from smat.student import (
     cache_teacher,
     explainer_configs,
     train_student,
+    train_student_seeds,
 )
 from smat.train import (
     TeacherResult,
@@ -299,36 +300,103 @@ def run_student(
       FileNotFoundError: `teacher_dir` is not a finished teacher run.
       ValueError: `num_examples` larger than the student pool.
     """
-    teacher_dir, output_dir = Path(teacher_dir), Path(output_dir)
+    output_dir = Path(output_dir)
     if (output_dir / "result.json").is_file():
         return json.loads((output_dir / "result.json").read_text())
+    inputs = _student_inputs(teacher_dir, config, num_examples, [output_dir])
+    student = inputs.new_student(config.seed)
+    result = train_student(student, *inputs.rows, task=inputs.task, config=config,
+                           output_dir=output_dir / "checkpoints", progress=progress)
+    return _finish_student(output_dir, inputs, config, num_examples, result)
+
+
+def run_student_seeds(
+    teacher_dir: str | Path,
+    *,
+    config: StudentTrainConfig,
+    seeds: Sequence[int],
+    num_examples: int,
+    output_dirs: Sequence[str | Path],
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Students of several seeds trained in one vmapped program (``train_student_seeds``).
+
+    Each seed's folder receives what :func:`run_student` writes for it. Finished seeds are
+    reused; the others train together from the start (no mid-run checkpoints).
+
+    Args:
+      teacher_dir / num_examples / progress: as :func:`run_student`.
+      config: explainer setting and hyperparameters (``config.seed`` is replaced).
+      seeds: distinct seeds.
+      output_dirs: one run folder per seed.
+
+    Returns:
+      One result record per seed, in order.
+    """
+    folders = [Path(folder) for folder in output_dirs]
+    if len(folders) != len(seeds):
+        raise ValueError(f"one output folder per seed: got {len(folders)} for seeds {seeds}")
+    todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
+    if todo:
+        todo_seeds = [seeds[i] for i in todo]
+        inputs = _student_inputs(teacher_dir, config, num_examples, [folders[i] for i in todo],
+                                 seeds=todo_seeds)
+        results = train_student_seeds([inputs.new_student(seed) for seed in todo_seeds],
+                                      *inputs.rows, task=inputs.task, config=config,
+                                      seeds=todo_seeds, progress=progress)
+        for i, seed, result in zip(todo, todo_seeds, results, strict=True):
+            _finish_student(folders[i], inputs, dataclasses.replace(config, seed=seed),
+                            num_examples, result)
+    return [json.loads((folder / "result.json").read_text()) for folder in folders]
+
+
+class _StudentInputs(NamedTuple):
+    trained: model_store.TrainedModel
+    rows: tuple[StudentRows, StudentRows, StudentRows]
+    task: str
+    new_student: Any  # seed -> a student initialised from the pretrained checkpoint
+
+
+def _student_inputs(teacher_dir: str | Path, config: StudentTrainConfig, num_examples: int,
+                    folders: Sequence[Path], *,
+                    seeds: Sequence[int] | None = None) -> _StudentInputs:
+    """The teacher's cached outputs over the student splits; `config.json` per run folder."""
+    teacher_dir = Path(teacher_dir)
     if not (teacher_dir / "result.json").is_file():
         raise FileNotFoundError(f"{teacher_dir} is not a finished teacher run (no result.json); "
                                 "train one with `smat train-teacher --output-dir DIR`")
     teacher_config = json.loads((teacher_dir / "config.json").read_text())
     data = DataConfig(**teacher_config["data"])
-    write_json_atomic(output_dir / "config.json", {
-        "teacher_dir": str(teacher_dir), "num_examples": num_examples,
-        "student": dataclasses.asdict(config)})
+    for folder, seed in zip(folders, seeds or [config.seed] * len(folders), strict=True):
+        write_json_atomic(folder / "config.json", {
+            "teacher_dir": str(teacher_dir), "num_examples": num_examples,
+            "student": dataclasses.asdict(dataclasses.replace(config, seed=seed))})
     trained = model_store.load(teacher_dir / "model")
     parts = protocol_data(data, load_examples(data), trained.tokenizer,
                           num_examples=num_examples)
-    train, validation, test = _cached_student_rows(
-        teacher_dir, trained, parts, setting=config.explainer, ig_steps=config.ig_steps,
-        num_examples=num_examples)
-    student, _ = from_pretrained(teacher_config["model_source"], task=data.task,
-                                 num_labels=trained.info["num_labels"],
-                                 pooling=teacher_config["pooling"], seed=config.seed)
-    result = train_student(student, train, validation, test, task=data.task, config=config,
-                           output_dir=output_dir / "checkpoints", progress=progress)
+    rows = _cached_student_rows(teacher_dir, trained, parts, setting=config.explainer,
+                                ig_steps=config.ig_steps, num_examples=num_examples)
+
+    def new_student(seed: int):
+        return from_pretrained(teacher_config["model_source"], task=data.task,
+                               num_labels=trained.info["num_labels"],
+                               pooling=teacher_config["pooling"], seed=seed)[0]
+
+    return _StudentInputs(trained, rows, data.task, new_student)
+
+
+def _finish_student(output_dir: Path, inputs: _StudentInputs, config: StudentTrainConfig,
+                    num_examples: int, result: Any) -> dict[str, Any]:
+    """Write a trained student's `result.json` (and a SMaT run's learned explainer)."""
     record = {"explainer": config.explainer, "seed": config.seed, "num_examples": num_examples,
               "test": result.test, "validation": result.validation,
               "best_step": result.best_step, "steps": result.steps,
               "train_seconds": round(result.seconds, 1)}
     if result.teacher_explainer_params is not None:
+        encoder = inputs.trained.model.encoder.config
         teacher_cfg, _ = explainer_configs(
-            config.explainer, num_layers=trained.model.encoder.config.num_layers,
-            num_heads=trained.model.encoder.config.num_heads, normalizer=config.normalizer)
+            config.explainer, num_layers=encoder.num_layers, num_heads=encoder.num_heads,
+            normalizer=config.normalizer)
         saved = save_explainer(output_dir / "explainer", result.teacher_explainer_params,
                                teacher_cfg)
         record["head_weights"] = load_explainer(saved).head_weights().tolist()

@@ -558,3 +558,29 @@ scaffold_step = jax.jit(
     _scaffold_step, static_argnames=("config", "functions"), donate_argnames=("state",)
 )
 
+
+
+def _scaffold_seed_step(
+    states: ScaffoldState,
+    train_batch: Batch,
+    valid_batch: Batch | None = None,
+    *,
+    config: ScaffoldConfig,
+    functions: ScaffoldFunctions,
+) -> tuple[ScaffoldState, dict[str, Float[Array, " seeds"]]]:
+    """:func:`scaffold_step` for several students (seeds) at once, vmapped over seeds.
+
+    Every leaf of `states` and of the batches has a leading seed axis. The step counter is
+    the same for all seeds, but under ``vmap`` the ``lax.cond`` of the meta update becomes
+    a select: with ``meta_interval > 1`` the pilot and outer updates are computed at every
+    step and discarded where they do not apply (same results, more work).
+    """
+    def one(state, train, valid):
+        return _scaffold_step(state, train, valid, config=config, functions=functions)
+
+    return jax.vmap(one)(states, train_batch, valid_batch)
+
+
+scaffold_seed_step = jax.jit(
+    _scaffold_seed_step, static_argnames=("config", "functions"), donate_argnames=("states",)
+)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -29,7 +30,7 @@ from smat.data import Encoded, iterate_batches
 from smat.evaluation.task_metrics import primary_metric, task_metrics
 from smat.explain import static_scores
 from smat.explainers import attention
-from smat.loop import fit
+from smat.loop import fit, fit_seeds
 from smat.models import functional
 from smat.parallel import resolve_mesh, shard_batch
 from smat.train import pad_rows, predict_logits, predictions_from_logits, trim_to_length
@@ -226,6 +227,90 @@ class AttentionExplainerFn:
         return attention.apply(params, pooled, mask, config=self.config)
 
 
+class _Setup(NamedTuple):
+    """What one student run needs besides its data: the model, the step and its functions."""
+
+    graphdef: nnx.GraphDef
+    functions: scaffold.ScaffoldFunctions
+    step_config: scaffold.ScaffoldConfig
+    teacher_cfg: attention.AttentionExplainerConfig
+    student_cfg: attention.AttentionExplainerConfig
+    learned: bool
+    beta: float
+
+
+def _setup(model: nnx.Module, train: StudentRows, *, task: str,
+           config: StudentTrainConfig) -> _Setup:
+    setting, beta = config.explainer, config.resolved_beta
+    learned = setting == "smat"
+    if learned and not train.teacher_features.shape[-1]:
+        raise ValueError(f"setting {setting!r} needs cached teacher attention features; build "
+                         f"the rows with cache_teacher(..., setting={setting!r})")
+    if setting not in ("none", "smat") and not train.teacher_scores.shape[-1]:
+        raise ValueError(f"setting {setting!r} needs cached teacher scores; build the rows "
+                         f"with cache_teacher(..., setting={setting!r})")
+    encoder = model.encoder.config
+    teacher_cfg, student_cfg = explainer_configs(
+        setting, num_layers=encoder.num_layers, num_heads=encoder.num_heads,
+        normalizer=config.normalizer)
+    functions = scaffold.ScaffoldFunctions(
+        student_forward=scaffold.ClassifierForward(functional.split(model)[0]),
+        student_explainer=AttentionExplainerFn(student_cfg) if beta > 0 else None,
+        teacher_explainer=AttentionExplainerFn(teacher_cfg, example_first=True)
+        if learned else None,
+    )
+    step_config = scaffold.ScaffoldConfig(
+        task=task, beta=beta, meta_interval=config.meta_interval,
+        inner_learning_rate=config.inner_learning_rate,
+        outer_learning_rate=config.outer_learning_rate)
+    return _Setup(functional.split(model)[0], functions, step_config, teacher_cfg,
+                  student_cfg, learned, beta)
+
+
+def _init_state(setup: _Setup, model: nnx.Module, seed: int) -> scaffold.ScaffoldState:
+    params = jax.tree.map(jnp.copy, functional.split(model)[1])  # the step donates its state
+    return scaffold.init_state(
+        setup.step_config, student_params=params,
+        student_explainer_params=attention.init(None, setup.student_cfg)
+        if setup.beta > 0 else None,
+        teacher_explainer_params=attention.init(None, setup.teacher_cfg)
+        if setup.learned else None,
+        rng=jax.random.PRNGKey(seed))  # raw uint32 key data: checkpointable
+
+
+def _step_batches(rows: list[StudentRows], validation: StudentRows, *, seeds: list[int],
+                  step: int, config: StudentTrainConfig
+                  ) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
+    """Each seed's train batch and validation batch (outer step), cut to one length.
+
+    The validation rows of seed s at step k are a draw seeded by (s, k), so a resumed or a
+    vmapped run sees the rows a single uninterrupted run would.
+    """
+    num_valid = len(validation.labels)
+    valids = []
+    for seed in seeds:
+        draw = np.random.default_rng([seed, step]).choice(
+            num_valid, size=min(config.batch_size, num_valid), replace=False)
+        valids.append(StudentRows(*(field[draw] for field in validation)))
+    length = max(_trim_rows(r, config.length_multiple).input_ids.shape[1]
+                 for r in [*rows, *valids])
+    return ([_as_batch(_trim_rows(r, config.length_multiple, length)) for r in rows],
+            [_as_batch(_trim_rows(v, config.length_multiple, length)) for v in valids])
+
+
+def _simulability(graphdef: nnx.GraphDef, params: nnx.State, rows: StudentRows, *, task: str,
+                  config: StudentTrainConfig, mesh) -> dict[str, float]:
+    """Agreement of the student's predictions with the teacher's (Eq. 1) on `rows`."""
+    logits = predict_logits(graphdef, params, Encoded(*rows[:5]),
+                            length_multiple=config.length_multiple, mesh=mesh)
+    return task_metrics(task, predictions_from_logits(logits, task),
+                        predictions_from_logits(rows.teacher_logits, task))
+
+
+def _best_of(state: scaffold.ScaffoldState) -> dict:
+    return {"student": state.student_params, "teacher_explainer": state.teacher_explainer_params}
+
+
 def train_student(
     model: nnx.Module,
     train: StudentRows,
@@ -259,71 +344,99 @@ def train_student(
     Raises:
       ValueError: a setting whose cached teacher fields are missing from the rows.
     """
-    setting, beta = config.explainer, config.resolved_beta
-    learned = setting == "smat"
-    if learned and not train.teacher_features.shape[-1]:
-        raise ValueError(f"setting {setting!r} needs cached teacher attention features; build "
-                         f"the rows with cache_teacher(..., setting={setting!r})")
-    if setting not in ("none", "smat") and not train.teacher_scores.shape[-1]:
-        raise ValueError(f"setting {setting!r} needs cached teacher scores; build the rows "
-                         f"with cache_teacher(..., setting={setting!r})")
-    encoder = model.encoder.config
-    teacher_cfg, student_cfg = explainer_configs(
-        setting, num_layers=encoder.num_layers, num_heads=encoder.num_heads,
-        normalizer=config.normalizer)
-    graphdef, params = functional.split(model)
-    params = jax.tree.map(jnp.copy, params)  # the step donates its state
-
-    functions = scaffold.ScaffoldFunctions(
-        student_forward=scaffold.ClassifierForward(graphdef),
-        student_explainer=AttentionExplainerFn(student_cfg) if beta > 0 else None,
-        teacher_explainer=AttentionExplainerFn(teacher_cfg, example_first=True)
-        if learned else None,
-    )
-    step_config = scaffold.ScaffoldConfig(
-        task=task, beta=beta, meta_interval=config.meta_interval,
-        inner_learning_rate=config.inner_learning_rate,
-        outer_learning_rate=config.outer_learning_rate)
-    state = scaffold.init_state(
-        step_config, student_params=params,
-        student_explainer_params=attention.init(None, student_cfg) if beta > 0 else None,
-        teacher_explainer_params=attention.init(None, teacher_cfg) if learned else None,
-        rng=jax.random.PRNGKey(config.seed))  # raw uint32 key data: checkpointable
-    num_valid = len(validation.labels)
+    setup = _setup(model, train, task=task, config=config)
     mesh = resolve_mesh(mesh)
+    simulability = functools.partial(_simulability, setup.graphdef, task=task, config=config,
+                                     mesh=mesh)
 
     def step(state, rows):
-        draw = np.random.default_rng([config.seed, int(state.step)]).choice(
-            num_valid, size=min(config.batch_size, num_valid), replace=False)
-        valid_rows = StudentRows(*(field[draw] for field in validation))
-        length = max(rows.input_ids.shape[1],
-                     _trim_rows(valid_rows, config.length_multiple).input_ids.shape[1])
-        train_batch = _as_batch(_trim_rows(rows, config.length_multiple, length))
-        valid_batch = _as_batch(_trim_rows(valid_rows, config.length_multiple, length))
-        if mesh is not None and learned:
+        (train_batch,), (valid_batch,) = _step_batches([rows], validation, seeds=[config.seed],
+                                                       step=int(state.step), config=config)
+        if mesh is not None and setup.learned:
             valid_batch = shard_batch(valid_batch, mesh)
-        return scaffold.scaffold_step(state, train_batch, valid_batch if learned else None,
-                                      config=step_config, functions=functions)
-
-    def simulability(student_params, rows):
-        logits = predict_logits(graphdef, student_params, Encoded(*rows[:5]),
-                                length_multiple=config.length_multiple, mesh=mesh)
-        return task_metrics(task, predictions_from_logits(logits, task),
-                            predictions_from_logits(rows.teacher_logits, task))
+        return scaffold.scaffold_step(state, train_batch, valid_batch if setup.learned else None,
+                                      config=setup.step_config, functions=setup.functions)
 
     result = fit(
-        state, step, train,
+        _init_state(setup, model, config.seed), step, train,
         prepare=lambda rows: _trim_rows(rows, config.length_multiple),
         evaluate=lambda s: simulability(s.student_params, validation),
-        metric=primary_metric(task),
-        best_of=lambda s: {"student": s.student_params, "teacher_explainer":
-                           s.teacher_explainer_params},
+        metric=primary_metric(task), best_of=_best_of,
         batch_size=config.batch_size, max_epochs=config.max_epochs, patience=config.patience,
         evals_per_epoch=config.evals_per_epoch, seed=config.seed, output_dir=output_dir,
-        progress=progress, desc=f"student[{setting}]", mesh=mesh,
+        progress=progress, desc=f"student[{config.explainer}]", mesh=mesh,
     )
     best = result.best
     return StudentResult(best["student"], best["teacher_explainer"], result.best_scores,
                          simulability(best["student"], test), result.best_step, result.steps,
                          result.seconds)
 
+
+def train_student_seeds(
+    models: Sequence[nnx.Module],
+    train: StudentRows,
+    validation: StudentRows,
+    test: StudentRows,
+    *,
+    task: str,
+    config: StudentTrainConfig,
+    seeds: Sequence[int],
+    output_dir: str | Path | None = None,
+    progress: bool = True,
+    mesh: jax.sharding.Mesh | None = None,
+) -> list[StudentResult]:
+    """Students of several seeds trained in one program: the SMaT step vmapped over seeds.
+
+    Seed ``seeds[i]`` follows :func:`train_student` with ``config.seed = seeds[i]`` from
+    ``models[i]``: its own batch order, dropout key, validation draws, early stopping and
+    best parameters (:func:`smat.loop.fit_seeds`). Not resumable (no checkpoints).
+
+    Args:
+      models: one student per seed, all of the same architecture.
+      train, validation, test: student splits from :func:`cache_teacher` (shared).
+      task / config / progress: as :func:`train_student` (``config.seed`` is replaced).
+      seeds: distinct non-negative seeds, one per model.
+      output_dir: if given, ``seed{s}/metrics.jsonl`` per seed.
+      mesh: batches sharded on their example axis, states replicated; None: ambient mesh.
+
+    Returns:
+      One :class:`StudentResult` per seed; ``seconds`` is the shared wall time.
+
+    Raises:
+      ValueError: no seeds, repeated or negative seeds, a model count that differs from the
+        seed count, or a setting whose cached teacher fields are missing.
+    """
+    seeds = [int(seed) for seed in seeds]
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"seeds must be distinct ints >= 0 (at least one); got {seeds}")
+    if len(models) != len(seeds):
+        raise ValueError(f"one model per seed: got {len(models)} models for seeds {seeds}")
+    setup = _setup(models[0], train, task=task, config=config)
+    mesh = resolve_mesh(mesh)
+    simulability = functools.partial(_simulability, setup.graphdef, task=task, config=config,
+                                     mesh=mesh)
+    states = [_init_state(setup, model, seed) for model, seed in zip(models, seeds, strict=True)]
+
+    def stack(rows, step):
+        train_batches, valid_batches = _step_batches(rows, validation, seeds=seeds, step=step,
+                                                     config=config)
+
+        def stacked(batches):
+            return {key: np.stack([b[key] for b in batches]) for key in batches[0]}
+
+        return stacked(train_batches), stacked(valid_batches) if setup.learned else None
+
+    def step(states, batch):
+        return scaffold.scaffold_seed_step(states, *batch, config=setup.step_config,
+                                           functions=setup.functions)
+
+    results = fit_seeds(
+        jax.tree.map(lambda *leaves: jnp.stack(leaves), *states), step, [train] * len(seeds),
+        stack=stack, evaluate=lambda i, s: simulability(s.student_params, validation),
+        metric=primary_metric(task), best_of=_best_of, batch_size=config.batch_size,
+        max_epochs=config.max_epochs, patience=config.patience,
+        evals_per_epoch=config.evals_per_epoch, seeds=seeds, output_dir=output_dir,
+        progress=progress, desc=f"students[{config.explainer}]", mesh=mesh)
+    return [StudentResult(r.best["student"], r.best["teacher_explainer"], r.best_scores,
+                          simulability(r.best["student"], test), r.best_step, r.steps,
+                          r.seconds) for r in results]

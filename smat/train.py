@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,15 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
-from tqdm.auto import tqdm
 
 from smat.data import Encoded, iterate_batches, num_batches
 from smat.evaluation.task_metrics import primary_metric, task_metrics
-from smat.loop import fit
+from smat.loop import fit, fit_seeds
 from smat.losses import label_loss
 from smat.models import functional
 from smat.parallel import replicate, resolve_mesh, shard_batch
-from smat.run_log import MetricsWriter, check_finite, mean_metrics
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -404,7 +401,6 @@ def train_teacher_seeds(
                          "(equal graphdefs); build them from the same config")
     steps_per_epoch = _steps_per_epoch(train, config.batch_size)
     total_steps = steps_per_epoch * config.max_epochs
-    eval_every = max(steps_per_epoch // config.evals_per_epoch, 1)
     optimizer = teacher_optimizer(config, total_steps)
     stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *params)  # (S, ...) fresh arrays
     states = TrainState(jnp.zeros((len(seeds),), jnp.int32), stacked,
@@ -412,54 +408,22 @@ def train_teacher_seeds(
     keys = jnp.stack([jax.random.key(seed) for seed in seeds])  # (S,) as train_teacher's keys
     mesh = resolve_mesh(mesh)
     if mesh is not None:
-        states, keys = replicate((states, keys), mesh)
-    metric = primary_metric(task)
-    writers = [None if output_dir is None else
-               MetricsWriter(Path(output_dir) / f"seed{seed}" / "metrics.jsonl", resume_step=0)
-               for seed in seeds]
-    best, best_scores = list(params), [None] * len(seeds)
-    best_step, bad_evals = [0] * len(seeds), [0] * len(seeds)
-    stopped_at: list[int | None] = [None] * len(seeds)
+        keys = replicate(keys, mesh)
 
-    began, step, window = time.perf_counter(), 0, []
-    bar = tqdm(total=total_steps, disable=not progress, desc=f"teachers x{len(seeds)}")
-    for epoch in range(config.max_epochs):
-        orders = [iterate_batches(data, batch_size=config.batch_size, seed=seed, epoch=epoch,
-                                  drop_last=True) for data, seed in zip(trains, seeds, strict=True)]
-        for rows in zip(*orders, strict=True):
-            batch = _stack_seed_batches(rows, config.length_multiple)
-            inputs = (batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels)
-            if mesh is not None:
-                inputs = shard_batch(inputs, mesh, axis=1)
-            states, metrics = teacher_seed_step(graphdef, states, *inputs, keys,
-                                                optimizer=optimizer, task=task)
-            window.append(metrics)
-            step += 1
-            bar.update(1)
-            if step % eval_every and step != total_steps:
-                continue
-            window = jax.device_get(window)  # each metric (S,)
-            check_finite(window, first_step=step - len(window) + 1, last_step=step)
-            for i in (i for i, stop in enumerate(stopped_at) if stop is None):
-                candidate = jax.tree.map(lambda leaf, i=i: leaf[i], states.params)  # a copy
-                scores = evaluate(graphdef, candidate, validations[i], task=task, mesh=mesh)
-                if best_scores[i] is None or scores[metric] > best_scores[i][metric]:
-                    best[i], best_scores[i], best_step[i], bad_evals[i] = (
-                        candidate, scores, step, 0)
-                else:
-                    bad_evals[i] += 1
-                if writers[i] is not None:
-                    logged = mean_metrics([{k: v[i] for k, v in r.items()} for r in window])
-                    writers[i].write({"step": step, "epoch": epoch, **logged,
-                                      **{f"validation_{k}": v for k, v in scores.items()}})
-                if bad_evals[i] >= config.patience or step == total_steps:
-                    stopped_at[i] = step
-            window = []
-            if all(stop is not None for stop in stopped_at):
-                break
-        if all(stop is not None for stop in stopped_at):
-            break
-    bar.close()
-    seconds = time.perf_counter() - began
-    return [TeacherResult(best[i], best_scores[i], best_step[i], stopped_at[i], seconds)
-            for i in range(len(seeds))]
+    def step(states, batch):
+        return teacher_seed_step(graphdef, states, *batch, keys, optimizer=optimizer, task=task)
+
+    def stack(rows, step):
+        batch = _stack_seed_batches(rows, config.length_multiple)
+        return batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels
+
+    results = fit_seeds(
+        states, step, trains, stack=stack,
+        evaluate=lambda i, state: evaluate(graphdef, state.params, validations[i], task=task,
+                                           mesh=mesh),
+        metric=primary_metric(task), best_of=lambda state: state.params,
+        batch_size=config.batch_size, max_epochs=config.max_epochs, patience=config.patience,
+        evals_per_epoch=config.evals_per_epoch, seeds=seeds, output_dir=output_dir,
+        progress=progress, desc="teachers", mesh=mesh)
+    return [TeacherResult(r.best, r.best_scores, r.best_step, r.steps, r.seconds)
+            for r in results]

@@ -324,6 +324,26 @@ def test_train_teacher_seeds_with_data_per_seed_equals_sequential_runs(tmp_path)
         assert_trees_close(other.params, one.params, rtol=1e-4, atol=1e-5)
 
 
+def test_vmapped_students_sharded_over_eight_devices_equal_one_device(tmp_path):
+    """Seeds (vmap) and data parallelism (sharding) compose for the SMaT student."""
+    from smat.student import StudentTrainConfig, cache_teacher, train_student_seeds
+
+    graphdef, params = functional.split(tiny_classifier(seed=1))
+    train, valid, test = (cache_teacher(graphdef, params, synthetic_encoded(n, seed=s),
+                                        setting="smat", batch_size=16)
+                          for n, s in ((32, 0), (16, 1), (16, 2)))
+    config = StudentTrainConfig(explainer="smat", batch_size=16, max_epochs=2, patience=5,
+                                evals_per_epoch=1, length_multiple=16)
+    runs = [train_student_seeds([tiny_classifier(seed=s) for s in (0, 1)], train, valid, test,
+                                task="classification", config=config, seeds=(0, 1),
+                                progress=False, mesh=data_mesh(n)) for n in (1, 8)]
+    for one, eight in zip(*runs, strict=True):
+        assert eight.steps == one.steps == 4
+        assert_trees_close(eight.student_params, one.student_params, rtol=1e-4, atol=1e-5)
+        assert_trees_close(eight.teacher_explainer_params, one.teacher_explainer_params,
+                           rtol=1e-4, atol=1e-6)
+
+
 def test_explain_encoded_sharded_equals_one_device():
     """Explanations by name with each batch sharded over 8 devices (the last one padded)."""
     from smat.explain import explain_encoded

@@ -59,3 +59,27 @@ def test_cli_reports_bad_input_cleanly(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train-student", "--teacher", str(tmp_path), "--explainer", "lime",
               "--num-examples", "10"])
+
+
+def test_students_of_parallel_seeds_match_separate_runs(tiny_teacher, tmp_path, capsys):
+    common = ["--teacher", str(tiny_teacher), "--explainer", "smat", "--num-examples", "64",
+              "--batch-size", "16", "--max-epochs", "1", "--no-progress"]
+    assert main(["train-student", *common, "--seed", "1", "--output-dir",
+                 str(tmp_path / "alone")]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main(["train-student", *common, "--parallel-seeds", "2", "--output-dir",
+                 str(tmp_path / "together")]) == 0
+    together = json.loads(capsys.readouterr().out)
+    assert [r["seed"] for r in together] == [0, 1]
+    assert together[1]["steps"] == alone["steps"] == 4
+    assert together[1]["test"] == pytest.approx(alone["test"], abs=1 / 40)
+    assert (tmp_path / "together" / "seed0" / "explainer").is_dir()
+
+    grid = tmp_path / "grid"
+    assert main(["simulability", "--teacher", str(tiny_teacher), "--sizes", "64", "--seeds", "2",
+                 "--explainers", "none", "smat", "--parallel-seeds", "--batch-size", "16",
+                 "--max-epochs", "1", "--output-dir", str(grid), "--no-progress"]) == 0
+    assert "| smat |" in capsys.readouterr().out
+    records = json.loads((grid / "results.json").read_text())
+    assert [(r["explainer"], r["seed"]) for r in records] == [("none", 0), ("none", 1),
+                                                              ("smat", 0), ("smat", 1)]

@@ -1,3 +1,5 @@
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from smat.student import (
     StudentTrainConfig,
     cache_teacher,
     train_student,
+    train_student_seeds,
 )
 from tests.helpers import synthetic_encoded, tiny_classifier
 
@@ -93,3 +96,32 @@ def test_smat_student_resumes_to_identical_parameters(teacher, tmp_path, monkeyp
                     jax.tree.leaves((resumed.student_params, resumed.teacher_explainer_params)),
                     strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("setting", ["smat", "gradient"])
+def test_students_of_several_seeds_in_one_program_equal_separate_runs(teacher, setting,
+                                                                      tmp_path):
+    train, valid, test = (_rows(teacher, setting, n, s) for n, s in ((64, 0), (32, 1), (32, 2)))
+    config = StudentTrainConfig(explainer=setting, **{**FAST, "meta_interval": 2})
+    seeds = (3, 4)
+    alone = [train_student(tiny_classifier(seed=10 + s), train, valid, test,
+                           task="classification", config=dataclasses.replace(config, seed=s),
+                           output_dir=tmp_path / f"seed{s}", progress=False) for s in seeds]
+    together = train_student_seeds([tiny_classifier(seed=10 + s) for s in seeds], train, valid,
+                                   test, task="classification", config=config, seeds=seeds,
+                                   output_dir=tmp_path / "vmap", progress=False)
+    for one, other in zip(alone, together, strict=True):
+        assert (other.best_step, other.steps) == (one.best_step, one.steps)
+        assert other.test == pytest.approx(one.test)
+        for a, b in zip(jax.tree.leaves(other.student_params), jax.tree.leaves(one.student_params),
+                        strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+        if setting == "smat":
+            np.testing.assert_allclose(np.asarray(other.teacher_explainer_params.phi),
+                                       np.asarray(one.teacher_explainer_params.phi),
+                                       rtol=1e-4, atol=1e-6)
+    logged = (tmp_path / "vmap" / "seed3" / "metrics.jsonl").read_text().splitlines()
+    assert len(logged) == len((tmp_path / "seed3" / "metrics.jsonl").read_text().splitlines())
+    with pytest.raises(ValueError, match="one model per seed"):
+        train_student_seeds([tiny_classifier()], train, valid, test, task="classification",
+                            config=config, seeds=seeds)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline, median_iqr
-from smat.pipeline import run_student
+from smat.pipeline import run_student, run_student_seeds
 from smat.student import SETTINGS, StudentTrainConfig
 
 BASELINE = "none"
@@ -42,6 +42,7 @@ def run_grid(
     student: StudentTrainConfig,
     output_dir: str | Path,
     progress: bool = True,
+    parallel_seeds: bool = False,
 ) -> list[dict[str, Any]]:
     """Train every (size, explainer, seed) student of a teacher; finished cells are reused.
 
@@ -53,6 +54,8 @@ def run_grid(
       student: hyperparameters shared by all cells (explainer and seed are set per cell).
       output_dir: grid folder; cell results go to ``n{size}/{explainer}/seed{seed}``.
       progress: show progress bars.
+      parallel_seeds: train the seeds of each (size, explainer) in one vmapped program
+        (:func:`smat.pipeline.run_student_seeds`) instead of one after another.
 
     Returns:
       The result records of all cells, in grid order.
@@ -69,12 +72,18 @@ def run_grid(
     records = []
     for num_examples in sizes:
         for explainer in explainers:
-            for seed in seeds:
-                config = dataclasses.replace(student, explainer=explainer, seed=seed)
+            folders = [cell_dir(output_dir, num_examples=num_examples, explainer=explainer,
+                                seed=seed) for seed in seeds]
+            config = dataclasses.replace(student, explainer=explainer)
+            if parallel_seeds:
+                records += run_student_seeds(teacher_dir, config=config, seeds=seeds,
+                                             num_examples=num_examples, output_dirs=folders,
+                                             progress=progress)
+                continue
+            for seed, folder in zip(seeds, folders, strict=True):
                 records.append(run_student(
-                    teacher_dir, config=config, num_examples=num_examples, progress=progress,
-                    output_dir=cell_dir(output_dir, num_examples=num_examples,
-                                        explainer=explainer, seed=seed)))
+                    teacher_dir, config=dataclasses.replace(config, seed=seed),
+                    num_examples=num_examples, progress=progress, output_dir=folder))
     return records
 
 
