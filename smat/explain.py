@@ -34,7 +34,7 @@ STATIC_EXPLAINERS = ("gradient", "input_x_gradient", "integrated_gradients", "at
 @functools.partial(jax.jit, static_argnames=("graphdef", "name", "ig_steps", "ig_method"))
 def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, target=None, *,
                   name: str, ig_steps: int = 50, ig_method: str = "gausslegendre",
-                  seed: int = 0) -> jax.Array:
+                  seed: int = 0, row_offset: int = 0) -> jax.Array:
     """(B, T) scores of the static explainer `name` on a batch (0 at padding).
 
     Gradient explainers attribute `target` (B,) (default: the predicted class) at the word
@@ -42,7 +42,9 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, t
     Gradient L2), "input_x_gradient" and "integrated_gradients" (zero baseline, `ig_method`
     quadrature) sum over the embedding dimension. Attention explainers use the query-mean-
     pooled attention logits (Eq. 11 with uniform head weights) or the attention rollout of
-    the full logits.
+    the full logits. "random" draws row i of the batch from the key
+    ``fold_in(PRNGKey(seed), row_offset + i)``, so a data set's random scores do not depend
+    on how it is cut into batches.
 
     Raises:
       ValueError: an unknown `name` (at trace time).
@@ -52,7 +54,10 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, t
                          "a saved learned explainer folder")
     mask = jnp.asarray(attention_mask) != 0
     if name == "random":
-        return baselines.random_saliency(jax.random.PRNGKey(seed), mask).scores
+        rows = row_offset + jnp.arange(mask.shape[0])
+        keys = jax.vmap(lambda row: jax.random.fold_in(jax.random.PRNGKey(seed), row))(rows)
+        return jax.vmap(lambda key, row: baselines.random_saliency(key, row[None]).scores[0])(
+            keys, mask)
     if name.startswith("attention"):
         out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
                                token_type_ids=token_type_ids,
@@ -120,7 +125,8 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
     scores: dict[str, list[np.ndarray]] = {str(e): [] for e in explainers}
     logits = []
     mesh = resolve_mesh(mesh)
-    for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
+    batches = iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False)
+    for start, batch in zip(range(0, len(data.labels), batch_size), batches, strict=True):
         rows = batch.input_ids.shape[0]
         padded = pad_rows(batch, batch_size)
         inputs = (padded.input_ids, padded.attention_mask, padded.token_type_ids)
@@ -135,7 +141,7 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
                 value = _learned_scores(*args, learned[name].params,
                                         explainer_config=learned[name].config)
             else:
-                value = static_scores(*args, name=name, ig_steps=ig_steps)
+                value = static_scores(*args, name=name, ig_steps=ig_steps, row_offset=start)
             scores[name].append(np.asarray(value)[:rows])
     predictions = predictions_from_logits(np.concatenate(logits), task)
     return {name: np.concatenate(parts) for name, parts in scores.items()}, predictions
