@@ -52,14 +52,20 @@ def csv_data(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_teacher(tiny_checkpoint, csv_data, tmp_path_factory):
+def tiny_teacher_args(tiny_checkpoint, csv_data):
+    """`smat train-teacher` flags for the tiny BERT on csv_data (add --output-dir)."""
+    return ["--model", str(tiny_checkpoint), "--source", str(csv_data), "--text-column",
+            "sentence", "--label-column", "sentiment", "--max-len", "16",
+            "--student-validation-size", "40", "--student-test-size", "40",
+            "--learning-rate", "2e-3", "--warmup-steps", "5", "--max-epochs", "2",
+            "--batch-size", "16", "--no-progress"]
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher(tiny_teacher_args, tmp_path_factory):
     """A `smat train-teacher` run folder of the tiny BERT on csv_data (40 test sentences)."""
     from smat.cli import main
 
     folder = tmp_path_factory.mktemp("teacher")
-    assert main(["train-teacher", "--model", str(tiny_checkpoint), "--source", str(csv_data),
-                 "--text-column", "sentence", "--label-column", "sentiment", "--max-len", "16",
-                 "--student-validation-size", "40", "--student-test-size", "40",
-                 "--learning-rate", "2e-3", "--warmup-steps", "5", "--max-epochs", "2",
-                 "--batch-size", "16", "--output-dir", str(folder), "--no-progress"]) == 0
+    assert main(["train-teacher", *tiny_teacher_args, "--output-dir", str(folder)]) == 0
     return folder

@@ -363,12 +363,8 @@ def test_explain_encoded_sharded_equals_one_device():
 # ------------------------------------------------------------------ command line
 
 
-def test_cli_devices_flag(tiny_checkpoint, csv_data, tmp_path, capsys):
-    common = ["--model", str(tiny_checkpoint), "--source", str(csv_data), "--text-column",
-              "sentence", "--label-column", "sentiment", "--max-len", "16",
-              "--student-validation-size", "40", "--student-test-size", "40",
-              "--learning-rate", "2e-3", "--warmup-steps", "5", "--max-epochs", "2",
-              "--batch-size", "16", "--no-progress"]
+def test_cli_devices_flag(tiny_teacher_args, tmp_path, capsys):
+    common = tiny_teacher_args
     assert main(["train-teacher", *common, "--devices", "9", "--output-dir",
                  str(tmp_path / "x")]) == 2
     assert "asked for 9 devices but only 8" in capsys.readouterr().err
@@ -385,13 +381,9 @@ def test_cli_devices_flag(tiny_checkpoint, csv_data, tmp_path, capsys):
     assert parallel.resolve_mesh() is None  # the command's mesh does not outlive it
 
 
-def test_cli_parallel_seeds_trains_each_seed_like_its_own_run(tiny_checkpoint, csv_data,
-                                                              tmp_path, capsys):
-    common = ["--model", str(tiny_checkpoint), "--source", str(csv_data), "--text-column",
-              "sentence", "--label-column", "sentiment", "--max-len", "16",
-              "--student-validation-size", "40", "--student-test-size", "40",
-              "--learning-rate", "2e-3", "--warmup-steps", "5", "--max-epochs", "2",
-              "--batch-size", "16", "--no-progress", "--devices", "8"]
+def test_cli_parallel_seeds_trains_each_seed_like_its_own_run(tiny_teacher_args, tmp_path,
+                                                              capsys):
+    common = [*tiny_teacher_args, "--devices", "8"]
     assert main(["train-teacher", *common, "--seed", "1", "--output-dir",
                  str(tmp_path / "alone")]) == 0
     alone = json.loads(capsys.readouterr().out)

@@ -1,6 +1,6 @@
 """End to end through the `smat` command line on a tiny BERT checkpoint and a local CSV.
 
-The fixtures tiny_checkpoint and csv_data live in conftest.py."""
+The fixtures tiny_teacher_args and tiny_teacher live in conftest.py."""
 
 import json
 
@@ -11,14 +11,11 @@ from smat.cli import main
 from smat.explainer_store import load_explainer
 
 
-def test_teacher_student_explain_predict(tiny_checkpoint, csv_data, tmp_path, capsys):
+def test_teacher_student_explain_predict(tiny_teacher_args, tmp_path, capsys):
     teacher = tmp_path / "teacher"
     common = ["--no-progress"]
-    assert main(["train-teacher", "--model", str(tiny_checkpoint), "--source", str(csv_data),
-                 "--text-column", "sentence", "--label-column", "sentiment", "--max-len", "16",
-                 "--student-validation-size", "40", "--student-test-size", "40",
-                 "--learning-rate", "2e-3", "--warmup-steps", "5", "--max-epochs", "3",
-                 "--batch-size", "16", "--output-dir", str(teacher), *common]) == 0
+    assert main(["train-teacher", *tiny_teacher_args, "--max-epochs", "3", "--output-dir",
+                 str(teacher)]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["test"]["accuracy"] >= 0.75  # separable by vocabulary; chance is 0.5
     result = json.loads((teacher / "result.json").read_text())
