@@ -149,6 +149,20 @@ def fit(
     return LoopResult(best, best_scores, best_step, int(state.step), time.perf_counter() - began)
 
 
+def check_seeds(seeds: Sequence[int], num_models: int) -> tuple[int, ...]:
+    """The seeds as ints, checked: distinct, >= 0, at least one, one per model.
+
+    Raises:
+      ValueError: naming the seeds (and the model count when it differs).
+    """
+    seeds = tuple(int(seed) for seed in seeds)
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"seeds must be distinct ints >= 0 (at least one); got {seeds}")
+    if num_models != len(seeds):
+        raise ValueError(f"one model per seed: got {num_models} models for seeds {seeds}")
+    return seeds
+
+
 def fit_seeds(
     state: PyTree,
     step: Callable[[PyTree, Any], tuple[PyTree, dict[str, jax.Array]]],

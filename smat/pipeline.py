@@ -156,8 +156,8 @@ def run_teacher(
     output_dir = Path(output_dir)
     if (output_dir / "result.json").is_file():
         return json.loads((output_dir / "result.json").read_text())
-    _, parts, (model,), tokenizer = _teacher_setup(data, train, model_source, pooling,
-                                                    [train.seed], [output_dir])
+    parts, (model,), tokenizer = _teacher_setup(data, train, model_source, pooling,
+                                                 [train.seed], [output_dir])
     result = train_teacher(model, parts.teacher_train, parts.teacher_validation,
                            task=data.task, config=train, output_dir=output_dir / "checkpoints",
                            progress=progress)
@@ -191,9 +191,9 @@ def run_teacher_seeds(
     folders = [Path(output_dir) / f"seed{seed}" for seed in seeds]
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
-        _, parts, models, tokenizer = _teacher_setup(data, train, model_source, pooling,
-                                                     [seeds[i] for i in todo],
-                                                     [folders[i] for i in todo])
+        parts, models, tokenizer = _teacher_setup(data, train, model_source, pooling,
+                                                  [seeds[i] for i in todo],
+                                                  [folders[i] for i in todo])
         results = train_teacher_seeds(models, parts.teacher_train, parts.teacher_validation,
                                       task=data.task, config=train,
                                       seeds=[seeds[i] for i in todo],
@@ -217,7 +217,7 @@ def _teacher_setup(data: DataConfig, train: TeacherTrainConfig, model_source: st
     loaded = [from_pretrained(source, task=data.task, num_labels=num_labels, pooling=pooling,
                               seed=seed) for seed in seeds]
     tokenizer = loaded[0][1]
-    return source, protocol_data(data, dataset, tokenizer), [m for m, _ in loaded], tokenizer
+    return protocol_data(data, dataset, tokenizer), [m for m, _ in loaded], tokenizer
 
 
 def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, model: Any,

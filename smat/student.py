@@ -30,7 +30,7 @@ from smat.data import Encoded, iterate_batches
 from smat.evaluation.task_metrics import primary_metric, task_metrics
 from smat.explain import static_scores
 from smat.explainers import attention
-from smat.loop import fit, fit_seeds
+from smat.loop import check_seeds, fit, fit_seeds
 from smat.models import functional
 from smat.parallel import resolve_mesh, shard_batch
 from smat.train import pad_rows, predict_logits, predictions_from_logits, trim_to_length
@@ -253,8 +253,9 @@ def _setup(model: nnx.Module, train: StudentRows, *, task: str,
     teacher_cfg, student_cfg = explainer_configs(
         setting, num_layers=encoder.num_layers, num_heads=encoder.num_heads,
         normalizer=config.normalizer)
+    graphdef = functional.split(model)[0]
     functions = scaffold.ScaffoldFunctions(
-        student_forward=scaffold.ClassifierForward(functional.split(model)[0]),
+        student_forward=scaffold.ClassifierForward(graphdef),
         student_explainer=AttentionExplainerFn(student_cfg) if beta > 0 else None,
         teacher_explainer=AttentionExplainerFn(teacher_cfg, example_first=True)
         if learned else None,
@@ -263,8 +264,7 @@ def _setup(model: nnx.Module, train: StudentRows, *, task: str,
         task=task, beta=beta, meta_interval=config.meta_interval,
         inner_learning_rate=config.inner_learning_rate,
         outer_learning_rate=config.outer_learning_rate)
-    return _Setup(functional.split(model)[0], functions, step_config, teacher_cfg,
-                  student_cfg, learned, beta)
+    return _Setup(graphdef, functions, step_config, teacher_cfg, student_cfg, learned, beta)
 
 
 def _init_state(setup: _Setup, model: nnx.Module, seed: int) -> scaffold.ScaffoldState:
@@ -406,11 +406,7 @@ def train_student_seeds(
       ValueError: no seeds, repeated or negative seeds, a model count that differs from the
         seed count, or a setting whose cached teacher fields are missing.
     """
-    seeds = [int(seed) for seed in seeds]
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise ValueError(f"seeds must be distinct ints >= 0 (at least one); got {seeds}")
-    if len(models) != len(seeds):
-        raise ValueError(f"one model per seed: got {len(models)} models for seeds {seeds}")
+    seeds = list(check_seeds(seeds, len(models)))
     setup = _setup(models[0], train, task=task, config=config)
     mesh = resolve_mesh(mesh)
     simulability = functools.partial(_simulability, setup.graphdef, task=task, config=config,

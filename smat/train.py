@@ -27,7 +27,7 @@ from flax import nnx
 
 from smat.data import Encoded, iterate_batches, num_batches
 from smat.evaluation.task_metrics import primary_metric, task_metrics
-from smat.loop import fit, fit_seeds
+from smat.loop import check_seeds, fit, fit_seeds
 from smat.losses import label_loss
 from smat.models import functional
 from smat.parallel import replicate, resolve_mesh, shard_batch
@@ -384,11 +384,7 @@ def train_teacher_seeds(
         the mesh.
       RuntimeError: a non-finite step metric (naming the step range).
     """
-    seeds = tuple(int(seed) for seed in seeds)
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise ValueError(f"seeds must be distinct ints >= 0 (at least one); got {seeds}")
-    if len(models) != len(seeds):
-        raise ValueError(f"one model per seed: got {len(models)} models for seeds {seeds}")
+    seeds = check_seeds(seeds, len(models))
     trains = _per_seed(train, len(seeds), "train")
     validations = _per_seed(validation, len(seeds), "validation")
     if len(validations[0].labels) == 0:

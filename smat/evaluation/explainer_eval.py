@@ -289,9 +289,9 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
     gold = pad_word_masks([m[:num_words] for m in rationales.word_masks], num_words=num_words)
     explained = explain_data(trained, encoded, explainers, ig_steps=ig_steps,
                              batch_size=batch_size)
-    _, present = word_level_scores(np.zeros(word_ids.shape, np.float32), word_ids,
-                                   num_words=num_words)
-    present = np.asarray(present)
+    present = np.zeros(gold.shape, bool)  # word slots that have a token within max_len
+    rows, cols = np.nonzero(word_ids >= 0)
+    present[rows, word_ids[rows, cols]] = True
     gold = gold & present
     cut = total - int(gold.sum())  # rationale words past the truncation point
     if cut:
