@@ -1,18 +1,23 @@
 """Throughput of smat's batched AOPC (comprehensiveness + sufficiency) vs a per-example loop.
 
 Both sides use the same jitted model function ``predict(params, ids, mask, tt) -> probs``
-of a randomly initialised smat ``SequenceClassifier`` and ERASER's five bins:
+of a randomly initialised smat ``SequenceClassifier`` and ERASER's five bins, on examples
+of random real length between T/4 and T padded to T tokens:
 
-- smat: ``smat.evaluation.comprehensiveness_sufficiency`` over batches of examples —
-  every perturbed input of every bin is built and scored inside one jitted computation.
+- smat: ``smat.evaluation.batched_comprehensiveness_sufficiency`` — examples in
+  length-sorted batches, each cut to its longest row (rounded up to 16 columns); every
+  perturbed input of every bin of a batch is built and scored in one jitted computation.
 - peer: the common implementation pattern — a Python loop over examples that ranks
-  the tokens on the host, builds that example's 1 + 2 * 5 perturbed inputs with NumPy
-  and scores them with one call of the same jitted model (so the peer already batches
-  over bins; only the loop over examples remains).
+  the tokens on the host, builds that example's 1 + 2 * 5 perturbed inputs with NumPy,
+  cuts them to the example's own length (rounded up to 16 columns, like smat) and scores
+  them with one call of the same jitted model (so the peer already batches over bins and
+  skips padding; only the loop over examples remains).
 
-The results of both are checked to agree before timing. Compile time is excluded
-(each side is run once first). Prints ``RESULT aopc_batched <examples/s ratio>`` as its
-last line and writes benchmarks/results/aopc_batched.json.
+Secondary numbers: smat without cutting padding (``length_multiple = T``), and the naive
+loop with one model call per perturbed input. The results of both sides are checked to
+agree before timing. Compile time is excluded (each side is run once first). Prints
+``RESULT aopc_batched <examples/s ratio>`` as its last line and writes
+benchmarks/results/aopc_batched.json.
 
 Run: ``.venv/bin/python benchmarks/aopc_batched.py [--examples 256 --batch-size 16 --model tiny]``
 (under a minute on 2 CPU cores with the defaults; on a GPU pass ``--batch-size 128`` or more).
@@ -21,6 +26,7 @@ Run: ``.venv/bin/python benchmarks/aopc_batched.py [--examples 256 --batch-size 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import platform
@@ -28,16 +34,17 @@ import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax.tree_util import Partial
 
-from smat.evaluation import DEFAULT_BINS, comprehensiveness_sufficiency
+from smat.data import padded_length
+from smat.evaluation import DEFAULT_BINS, batched_comprehensiveness_sufficiency
 from smat.models import SequenceClassifier, TextConfig, functional
 from smat.run_log import write_json_atomic
 
 MASK_ID = 3
+LENGTH_MULTIPLE = 16
 
 
 def build_model(name: str, seq_len: int):
@@ -75,24 +82,27 @@ def make_data(num: int, seq_len: int, vocab: int, seed: int):
 def loop_aopc(predict_jit, params, ids, att, tt, special, scores, per_input=False):
     """Reference: per-example host loop, one model call per example (all its variants).
 
-    With ``per_input=True`` each perturbed input gets its own model call (the naive
-    loop over examples and bins), reported as a secondary number.
+    Each example is cut to its own length rounded up to LENGTH_MULTIPLE columns. With
+    ``per_input=True`` each perturbed input gets its own model call (the naive loop over
+    examples and bins), reported as a secondary number.
     """
     comp, suff = np.zeros(len(ids)), np.zeros(len(ids))
     for b in range(len(ids)):
-        maskable = np.flatnonzero((att[b] == 1) & ~special[b])
-        order = maskable[np.argsort(-scores[b][maskable], kind="stable")]
-        variants = [ids[b]]
+        length = padded_length(att[b:b + 1], LENGTH_MULTIPLE)
+        ids_b, att_b, tt_b = ids[b, :length], att[b, :length], tt[b, :length]
+        maskable = np.flatnonzero((att_b == 1) & ~special[b, :length])
+        order = maskable[np.argsort(-scores[b, :length][maskable], kind="stable")]
+        variants = [ids_b]
         for keep in (False, True):
             for q in DEFAULT_BINS:
                 k = min(max(1, math.ceil(round(q * len(maskable), 9))), len(maskable))
-                v = ids[b].copy()
+                v = ids_b.copy()
                 v[order[k:] if keep else order[:k]] = MASK_ID
                 variants.append(v)
         x = np.stack(variants)
         n = len(variants)
-        a = np.broadcast_to(att[b], (n, x.shape[1]))
-        t = np.broadcast_to(tt[b], (n, x.shape[1]))
+        a = np.broadcast_to(att_b, (n, length))
+        t = np.broadcast_to(tt_b, (n, length))
         if per_input:
             probs = np.concatenate([np.asarray(predict_jit(params, x[i:i + 1], a[i:i + 1],
                                                            t[i:i + 1])) for i in range(n)])
@@ -106,30 +116,33 @@ def loop_aopc(predict_jit, params, ids, att, tt, special, scores, per_input=Fals
     return comp, suff
 
 
-def batched_aopc(predict, params, ids, att, tt, special, scores, batch_size):
-    comp, suff = [], []
-    for start in range(0, len(ids), batch_size):
-        sl = slice(start, start + batch_size)
-        r = comprehensiveness_sufficiency(
-            Partial(predict, params), ids[sl], scores[sl], attention_mask=att[sl],
-            special_tokens_mask=special[sl], token_type_ids=tt[sl], replacement_id=MASK_ID)
-        comp.append(r.comprehensiveness)
-        suff.append(r.sufficiency)
-    comp, suff = jnp.concatenate(comp), jnp.concatenate(suff)
-    comp.block_until_ready()
-    return np.asarray(comp), np.asarray(suff)
+def batched_aopc(predict, params, ids, att, tt, special, scores, batch_size,
+                 length_multiple=LENGTH_MULTIPLE):
+    r = batched_comprehensiveness_sufficiency(
+        Partial(predict, params), ids, scores, attention_mask=att, special_tokens_mask=special,
+        token_type_ids=tt, replacement_id=MASK_ID, batch_size=batch_size,
+        length_multiple=length_multiple)
+    return r.comprehensiveness, r.sufficiency  # numpy: the computation has finished
 
 
 def time_both(predict, predict_jit, params, data, args):
-    """Seconds for the per-example loop, the per-input loop and smat, each warmed up first."""
-    loop_aopc(predict_jit, params, *(x[:1] for x in data))  # compile (11, T)
-    loop_aopc(predict_jit, params, *(x[:1] for x in data), per_input=True)  # compile (1, T)
+    """Seconds for the per-example loop, the per-input loop, smat and smat without cutting
+    padding, each warmed up (compiled for every shape it meets) first."""
+    att = data[1]
+    first_of_length = {padded_length(att[i:i + 1], LENGTH_MULTIPLE): i for i in range(len(att))}
+    warm = sorted(first_of_length.values())
+    loop_aopc(predict_jit, params, *(x[warm] for x in data))  # compile (11, L) per length
+    loop_aopc(predict_jit, params, *(x[warm] for x in data), per_input=True)  # (1, L)
+    untrimmed = functools.partial(batched_aopc, length_multiple=args.seq_len)
     batched_aopc(predict, params, *data, args.batch_size)
+    untrimmed(predict, params, *data, args.batch_size)
     t_loop, _ = best_of(lambda: loop_aopc(predict_jit, params, *data), args.repeats)
     t_per_input, _ = best_of(lambda: loop_aopc(predict_jit, params, *data, per_input=True), 1)
     t_ours, _ = best_of(lambda: batched_aopc(predict, params, *data, args.batch_size),
                         args.repeats)
-    return t_loop, t_per_input, t_ours
+    t_untrimmed, _ = best_of(lambda: untrimmed(predict, params, *data, args.batch_size),
+                             args.repeats)
+    return t_loop, t_per_input, t_ours, t_untrimmed
 
 
 def best_of(fn, repeats):
@@ -156,15 +169,13 @@ def main() -> None:
     parser.add_argument("--output", type=Path,
                         default=Path(__file__).parent / "results" / "aopc_batched.json")
     args = parser.parse_args()
-    if args.examples % args.batch_size:
-        parser.error("--examples must be a multiple of --batch-size (one compiled shape).")
 
     config, params, predict = build_model(args.model, args.seq_len)
     data = make_data(args.examples, args.seq_len, config.vocab_size, seed=0)
     predict_jit = jax.jit(predict)
 
     # Warm-up (compiles each side's shapes), then check both compute the same numbers.
-    # The loop compiles once per distinct number of variants, which is always 11 here.
+    # The loop compiles once per distinct cut length (at most T / 16 shapes of 11 rows).
     # The check runs in full float32 (no TF32 on GPU), where both sides agree to rounding.
     with jax.default_matmul_precision("highest"):
         ref = loop_aopc(predict_jit, params, *data)
@@ -174,7 +185,7 @@ def main() -> None:
     with jax.default_matmul_precision(args.matmul_precision):
         timings = time_both(predict, predict_jit, params, data, args)
 
-    t_loop, t_per_input, t_ours = timings
+    t_loop, t_per_input, t_ours, t_untrimmed = timings
     ratio = t_loop / t_ours
     result = {
         "benchmark": "aopc_batched",
@@ -184,6 +195,9 @@ def main() -> None:
         "loop_examples_per_s": args.examples / t_loop,
         "smat_seconds": t_ours,
         "loop_seconds": t_loop,
+        "smat_untrimmed_examples_per_s": args.examples / t_untrimmed,
+        "ratio_untrimmed": t_loop / t_untrimmed,
+        "length_multiple": LENGTH_MULTIPLE,
         "per_input_loop_examples_per_s": args.examples / t_per_input,
         "ratio_vs_per_input_loop": t_per_input / t_ours,
         "examples": args.examples,

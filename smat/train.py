@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from smat.data import Encoded, iterate_batches, num_batches
+from smat.data import Encoded, iterate_batches, num_batches, padded_length
 from smat.evaluation.task_metrics import primary_metric, task_metrics
 from smat.loop import check_seeds, fit, fit_seeds
 from smat.losses import label_loss
@@ -130,8 +129,7 @@ def trim_to_length(batch: Encoded, multiple: int) -> Encoded:
 
     Only padding columns are removed, so any model output over real tokens is unchanged.
     """
-    longest = int(np.max(np.sum(batch.attention_mask, axis=1)))
-    length = min(batch.input_ids.shape[1], multiple * math.ceil(max(longest, 1) / multiple))
+    length = padded_length(batch.attention_mask, multiple)
     return batch._replace(
         input_ids=batch.input_ids[:, :length],
         attention_mask=batch.attention_mask[:, :length],

@@ -5,7 +5,14 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from smat.data.batching import epoch_order, iterate_batches, num_batches, take
+from smat.data.batching import (
+    epoch_order,
+    iterate_batches,
+    length_sorted_batches,
+    num_batches,
+    padded_length,
+    take,
+)
 from smat.data.tokenization import Encoded
 
 
@@ -86,3 +93,30 @@ def test_bad_inputs_raise_at_call_time():
         iterate_batches(_encoded(0), batch_size=2, seed=0, epoch=0)
     with pytest.raises(TypeError, match="NamedTuple"):
         iterate_batches((np.zeros(3),), batch_size=2, seed=0, epoch=0)
+
+
+def test_padded_length_rounds_up_the_longest_row_and_caps_at_the_width():
+    mask = np.zeros((3, 40), np.int32)
+    mask[0, :5], mask[1, :17], mask[2, :1] = 1, 1, 1
+    assert padded_length(mask, 8) == 24  # 17 -> 24
+    assert padded_length(mask, 16) == 32
+    assert padded_length(mask, 64) == 40  # never wider than the data
+    assert padded_length(np.zeros((2, 40)), 16) == 16  # all padding: one multiple
+    with pytest.raises(ValueError, match="multiple must be a positive int"):
+        padded_length(mask, 0)
+
+
+def test_length_sorted_batches_cover_each_row_once_in_length_order():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 30, 23)
+    mask = (np.arange(30)[None] < lengths[:, None]).astype(np.int32)
+    batches = length_sorted_batches(mask, batch_size=5)
+    assert [len(rows) for rows, _ in batches] == [5] * 5  # the last batch is filled up
+    assert [count for _, count in batches] == [5, 5, 5, 5, 3]
+    real = np.concatenate([rows[:count] for rows, count in batches])
+    assert sorted(real.tolist()) == list(range(23))
+    assert np.all(np.diff(lengths[real]) >= 0)
+    last_rows, last_count = batches[-1]
+    assert np.all(last_rows[last_count:] == last_rows[0])
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        length_sorted_batches(mask, batch_size=0)

@@ -188,6 +188,34 @@ def test_variants_per_call_chunks_give_same_result():
     assert calls[0] == (11 * 6, 9) and calls[1] == (4 * 6, 9)  # 11 variants; 3 calls of 4
 
 
+def test_length_sorted_batches_equal_one_call_and_skip_padding():
+    w = _weights(5)
+    ids, att, special, scores = _batch(seed=9, batch=13, seq=40)
+    widths = []
+
+    def recorded(input_ids, attention_mask, token_type_ids):
+        widths.append(input_ids.shape)
+        return bow_proba(w, input_ids, attention_mask, token_type_ids)
+
+    kwargs = dict(attention_mask=att, special_tokens_mask=special, replacement_id=MASK_ID)
+    references = []
+    for target in (None, np.arange(13) % 2):  # predicted and given classes
+        references.append(aopc(Partial(bow_proba, w), ids, scores, target=target, **kwargs))
+        batched = F.batched_comprehensiveness_sufficiency(
+            recorded, ids, scores, target=target, batch_size=4, length_multiple=8, **kwargs)
+        for field in F.FaithfulnessResult._fields:
+            np.testing.assert_allclose(np.asarray(getattr(batched, field)),
+                                       np.asarray(getattr(references[-1], field)), atol=1e-6,
+                                       err_msg=field)
+    assert not np.allclose(references[0].comprehensiveness, references[1].comprehensiveness)
+    rows = {shape[0] for shape in widths}
+    assert rows == {11 * 4}  # every call has batch_size rows (the last one filled up)
+    lengths = att.sum(1)
+    for shape in widths:
+        assert shape[1] % 8 == 0 or shape[1] == 40
+    assert min(shape[1] for shape in widths) <= 8 * math.ceil(np.sort(lengths)[3] / 8) < 40
+
+
 def test_mask_attention_removes_tokens_whatever_the_replacement():
     w = _weights(4).at[1].set(5.0)  # a replacement id with a large weight
     ids, att, special, scores = _batch(seed=7)

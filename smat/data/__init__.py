@@ -9,7 +9,9 @@ annotations) -> `TextDataset` -> split indices (`train_validation_test_split`, `
 
 from smat.data.batching import epoch_order as epoch_order
 from smat.data.batching import iterate_batches as iterate_batches
+from smat.data.batching import length_sorted_batches as length_sorted_batches
 from smat.data.batching import num_batches as num_batches
+from smat.data.batching import padded_length as padded_length
 from smat.data.batching import take as take
 from smat.data.corpus import available_corpora as available_corpora
 from smat.data.corpus import load_corpus as load_corpus
@@ -52,12 +54,14 @@ __all__ = [
     "encode_labels",
     "epoch_order",
     "iterate_batches",
+    "length_sorted_batches",
     "load_corpus",
     "load_dataset",
     "load_eraser",
     "load_mlqe",
     "num_batches",
     "pad_word_masks",
+    "padded_length",
     "smat_split",
     "spans_to_word_mask",
     "student_split",

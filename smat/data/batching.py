@@ -140,3 +140,48 @@ def iterate_batches(
     # A generator expression, so the argument checks above run eagerly at call time.
     return (take(data, order[b * batch_size:(b + 1) * batch_size])
             for b in range(start_batch, count))
+
+
+def padded_length(attention_mask: np.ndarray, multiple: int) -> int:
+    """The longest real row of `attention_mask` (N, T) rounded up to `multiple`, at most T.
+
+    The columns beyond it are padding in every row, so cutting them changes no model output
+    over real tokens; rounding keeps the number of distinct compiled shapes small.
+    """
+    if not isinstance(multiple, numbers.Integral) or multiple < 1:
+        raise ValueError(f"multiple must be a positive int, got {multiple!r}")
+    mask = np.asarray(attention_mask)
+    longest = int(np.max(np.sum(mask != 0, axis=1), initial=1))
+    return min(mask.shape[1], multiple * math.ceil(longest / multiple))
+
+
+def length_sorted_batches(attention_mask: np.ndarray, *,
+                          batch_size: int) -> list[tuple[np.ndarray, int]]:
+    """Batches of rows of similar real length, for evaluation over padded data.
+
+    Rows are sorted by real length (stable), so each batch can be cut to its own longest
+    row (:func:`padded_length`) instead of the data set's. Every batch has `batch_size`
+    rows (one compiled shape per length): the last one repeats its first row.
+
+    Args:
+      attention_mask: (N, T), nonzero on real tokens.
+      batch_size: rows per batch.
+
+    Returns:
+      ``(rows, count)`` per batch: (batch_size,) int64 row indices, of which the first
+      `count` are distinct rows of the data (together, every row exactly once).
+
+    Example:
+      >>> mask = np.array([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 0, 0]])
+      >>> [(rows.tolist(), count) for rows, count in length_sorted_batches(mask, batch_size=2)]
+      [([1, 2], 2), ([0, 0], 1)]
+    """
+    if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    order = np.argsort(np.sum(np.asarray(attention_mask) != 0, axis=1), kind="stable")
+    batches = []
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size].astype(np.int64)
+        filled = np.concatenate([rows, np.full(batch_size - len(rows), rows[0])])
+        batches.append((filled, len(rows)))
+    return batches

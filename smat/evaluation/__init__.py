@@ -23,6 +23,9 @@ from smat.evaluation.agreement import top_k_overlap as top_k_overlap
 from smat.evaluation.faithfulness import DEFAULT_BINS as DEFAULT_BINS
 from smat.evaluation.faithfulness import FaithfulnessResult as FaithfulnessResult
 from smat.evaluation.faithfulness import (
+    batched_comprehensiveness_sufficiency as batched_comprehensiveness_sufficiency,
+)
+from smat.evaluation.faithfulness import (
     comprehensiveness_sufficiency as comprehensiveness_sufficiency,
 )
 from smat.evaluation.faithfulness import num_tokens_per_bin as num_tokens_per_bin
@@ -77,6 +80,7 @@ __all__ = [
     "aggregate_over_seeds",
     "agreement_matrix",
     "average_precision",
+    "batched_comprehensiveness_sufficiency",
     "bootstrap_ci",
     "comprehensiveness_sufficiency",
     "correlation_validity",

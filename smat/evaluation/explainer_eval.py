@@ -44,7 +44,7 @@ from smat.evaluation.agreement import (
     spearman_rho,
     top_k_overlap,
 )
-from smat.evaluation.faithfulness import DEFAULT_BINS, comprehensiveness_sufficiency
+from smat.evaluation.faithfulness import DEFAULT_BINS, batched_comprehensiveness_sufficiency
 from smat.evaluation.plausibility import (
     average_precision,
     iou_f1,
@@ -130,7 +130,7 @@ def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
       bins: fractions of tokens in (0, 1].
       replacement: "mask" ([MASK] id) or "pad" (PAD id).
       ig_steps: integrated-gradients steps.
-      batch_size: examples per jitted call.
+      batch_size: examples per jitted call (length-sorted batches cut to their longest row).
 
     Returns:
       ``{"explainers": {name: {"comprehensiveness": {mean, low, high}, "sufficiency": ...,
@@ -154,16 +154,12 @@ def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
     predict = Partial(_predict_proba(graphdef), params)  # one trace for every batch
     report: dict[str, Any] = {}
     for name, scores in explained.scores.items():
-        parts = [comprehensiveness_sufficiency(
-            predict, data.input_ids[i:i + batch_size], scores[i:i + batch_size],
-            attention_mask=data.attention_mask[i:i + batch_size],
-            special_tokens_mask=data.special_tokens_mask[i:i + batch_size],
-            token_type_ids=data.token_type_ids[i:i + batch_size],
-            replacement_id=token[replacement], bins=tuple(bins))
-            for i in range(0, len(data.labels), batch_size)]
-        valid = np.concatenate([np.asarray(p.valid) for p in parts])
-        comp = np.concatenate([np.asarray(p.comprehensiveness) for p in parts])[valid]
-        suff = np.concatenate([np.asarray(p.sufficiency) for p in parts])[valid]
+        result = batched_comprehensiveness_sufficiency(
+            predict, data.input_ids, scores, attention_mask=data.attention_mask,
+            special_tokens_mask=data.special_tokens_mask, token_type_ids=data.token_type_ids,
+            replacement_id=token[replacement], bins=tuple(bins), batch_size=batch_size)
+        valid = result.valid
+        comp, suff = result.comprehensiveness[valid], result.sufficiency[valid]
         report[name] = {"comprehensiveness": _mean_with_ci(comp),
                         "sufficiency": _mean_with_ci(suff),
                         "num_valid": int(valid.sum()), "num_excluded": int((~valid).sum())}

@@ -67,17 +67,23 @@ def sparsemax(x: Float[Array, "... n"] | ArrayLike) -> Float[Array, "... n"]:
 
 @jax.custom_jvp
 def _entmax15_1d(x: jax.Array) -> jax.Array:
-    z = x / 2
+    z = (x - jnp.max(x)) / 2  # entmax is shift-invariant; the shift keeps sums small
     n = z.shape[0]
     z_sorted = jnp.sort(z)[::-1]  # (n,), descending
     k = jnp.arange(1, n + 1, dtype=z.dtype)
+
+    def threshold(count, mean, ss):  # tau if the support were the top `count` entries
+        return mean - jnp.sqrt(jnp.maximum((1 - ss) / count, 0.0))
+
     mean = jnp.cumsum(z_sorted) / k
-    mean_sq = jnp.cumsum(z_sorted * z_sorted) / k
-    ss = k * (mean_sq - mean * mean)
-    delta = jnp.maximum((1 - ss) / k, 0.0)
-    tau = mean - jnp.sqrt(delta)  # threshold if the support were the top k
-    support = jnp.sum(tau <= z_sorted)  # k*, always >= 1
-    tau_star = tau[support - 1]
+    ss = k * (jnp.cumsum(z_sorted * z_sorted) / k - mean * mean)
+    support = jnp.sum(threshold(k, mean, ss) <= z_sorted)  # k*, always >= 1
+    # The cumulative variance above cancels digits in float32; it only picks k*. The
+    # threshold of that support is recomputed with a two-pass variance.
+    top = k <= support
+    mean_star = jnp.sum(jnp.where(top, z_sorted, 0.0)) / support
+    ss_star = jnp.sum(jnp.where(top, jnp.square(z_sorted - mean_star), 0.0))
+    tau_star = threshold(support.astype(z.dtype), mean_star, ss_star)
     return jnp.square(jnp.maximum(z - tau_star, 0.0))
 
 
