@@ -13,8 +13,11 @@ of random real length between T/4 and T padded to T tokens:
   them with one call of the same jitted model (so the peer already batches over bins and
   skips padding; only the loop over examples remains).
 
-Secondary numbers: smat without cutting padding (``length_multiple = T``), and the naive
-loop with one model call per perturbed input. The results of both sides are checked to
+Secondary numbers: smat without cutting padding (``length_multiple = T``), the naive loop
+with one model call per perturbed input, and a bound: the model calls alone on smat's
+batches with every perturbed input built beforehand (``model_only_seconds``); no
+implementation batched this way can beat the loop by more than loop time / that time
+(``ratio_bound_model_only``). The results of both sides are checked to
 agree before timing. Compile time is excluded (each side is run once first). Prints
 ``RESULT aopc_batched <examples/s ratio>`` as its last line and writes
 benchmarks/results/aopc_batched.json.
@@ -38,7 +41,7 @@ import numpy as np
 from flax import nnx
 from jax.tree_util import Partial
 
-from smat.data import padded_length
+from smat.data import length_sorted_batches, padded_length
 from smat.evaluation import DEFAULT_BINS, batched_comprehensiveness_sufficiency
 from smat.models import SequenceClassifier, TextConfig, functional
 from smat.run_log import write_json_atomic
@@ -79,6 +82,44 @@ def make_data(num: int, seq_len: int, vocab: int, seed: int):
     return ids, att, np.zeros_like(ids), special, scores
 
 
+def perturbed_inputs(ids, att, special, scores, length):
+    """One example's 1 + 2 * 5 inputs (full, comprehensiveness bins, sufficiency bins),
+    built with NumPy on the host and cut to `length` columns."""
+    ids, att = ids[:length], att[:length]
+    maskable = np.flatnonzero((att == 1) & ~special[:length])
+    order = maskable[np.argsort(-scores[:length][maskable], kind="stable")]
+    variants = [ids]
+    for keep in (False, True):
+        for q in DEFAULT_BINS:
+            k = min(max(1, math.ceil(round(q * len(maskable), 9))), len(maskable))
+            v = ids.copy()
+            v[order[k:] if keep else order[:k]] = MASK_ID
+            variants.append(v)
+    return np.stack(variants)
+
+
+def model_only_seconds(predict_jit, params, ids, att, tt, special, scores, batch_size):
+    """Seconds of the model calls alone on smat's length-sorted batches, with every perturbed
+    input built beforehand: a floor for any AOPC implementation batched this way, so
+    ``loop seconds / this`` bounds the ratio any of them can reach against the loop."""
+    calls = []
+    for rows, _ in length_sorted_batches(att, batch_size=batch_size):
+        length = padded_length(att[rows], LENGTH_MULTIPLE)
+        x = np.concatenate([perturbed_inputs(ids[r], att[r], special[r], scores[r], length)
+                            for r in rows])
+        n = len(x) // len(rows)
+        calls.append((x, np.repeat(att[rows, :length], n, axis=0),
+                      np.repeat(tt[rows, :length], n, axis=0)))
+    for call in calls:  # compile each shape
+        jax.block_until_ready(predict_jit(params, *call))
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        jax.block_until_ready([predict_jit(params, *call) for call in calls])
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def loop_aopc(predict_jit, params, ids, att, tt, special, scores, per_input=False):
     """Reference: per-example host loop, one model call per example (all its variants).
 
@@ -89,20 +130,10 @@ def loop_aopc(predict_jit, params, ids, att, tt, special, scores, per_input=Fals
     comp, suff = np.zeros(len(ids)), np.zeros(len(ids))
     for b in range(len(ids)):
         length = padded_length(att[b:b + 1], LENGTH_MULTIPLE)
-        ids_b, att_b, tt_b = ids[b, :length], att[b, :length], tt[b, :length]
-        maskable = np.flatnonzero((att_b == 1) & ~special[b, :length])
-        order = maskable[np.argsort(-scores[b, :length][maskable], kind="stable")]
-        variants = [ids_b]
-        for keep in (False, True):
-            for q in DEFAULT_BINS:
-                k = min(max(1, math.ceil(round(q * len(maskable), 9))), len(maskable))
-                v = ids_b.copy()
-                v[order[k:] if keep else order[:k]] = MASK_ID
-                variants.append(v)
-        x = np.stack(variants)
-        n = len(variants)
-        a = np.broadcast_to(att_b, (n, length))
-        t = np.broadcast_to(tt_b, (n, length))
+        x = perturbed_inputs(ids[b], att[b], special[b], scores[b], length)
+        n = len(x)
+        a = np.broadcast_to(att[b, :length], (n, length))
+        t = np.broadcast_to(tt[b, :length], (n, length))
         if per_input:
             probs = np.concatenate([np.asarray(predict_jit(params, x[i:i + 1], a[i:i + 1],
                                                            t[i:i + 1])) for i in range(n)])
@@ -186,6 +217,8 @@ def main() -> None:
         timings = time_both(predict, predict_jit, params, data, args)
 
     t_loop, t_per_input, t_ours, t_untrimmed = timings
+    with jax.default_matmul_precision(args.matmul_precision):
+        t_model = model_only_seconds(predict_jit, params, *data, args.batch_size)
     ratio = t_loop / t_ours
     result = {
         "benchmark": "aopc_batched",
@@ -198,6 +231,8 @@ def main() -> None:
         "smat_untrimmed_examples_per_s": args.examples / t_untrimmed,
         "ratio_untrimmed": t_loop / t_untrimmed,
         "length_multiple": LENGTH_MULTIPLE,
+        "model_only_seconds": t_model,
+        "ratio_bound_model_only": t_loop / t_model,
         "per_input_loop_examples_per_s": args.examples / t_per_input,
         "ratio_vs_per_input_loop": t_per_input / t_ours,
         "examples": args.examples,

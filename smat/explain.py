@@ -19,13 +19,13 @@ import numpy as np
 
 import baselines
 from smat import model_store
-from smat.data import Encoded, iterate_batches, tokenize_texts
+from smat.data import Encoded, length_sorted_batches, take, tokenize_texts
 from smat.explainer_store import LoadedExplainer, load_explainer
 from smat.models import functional
 from smat.parallel import resolve_mesh, shard_batch
 from smat.render import render_html
 from smat.run_log import write_json_atomic
-from smat.train import pad_rows, predictions_from_logits
+from smat.train import predict_logits, predictions_from_logits, trim_to_length
 
 STATIC_EXPLAINERS = ("gradient", "input_x_gradient", "integrated_gradients", "attention_all",
                      "attention_last", "attention_rollout", "random")
@@ -34,7 +34,7 @@ STATIC_EXPLAINERS = ("gradient", "input_x_gradient", "integrated_gradients", "at
 @functools.partial(jax.jit, static_argnames=("graphdef", "name", "ig_steps", "ig_method"))
 def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, target=None, *,
                   name: str, ig_steps: int = 50, ig_method: str = "gausslegendre",
-                  seed: int = 0, row_offset: int = 0) -> jax.Array:
+                  seed: int = 0, row_ids: jax.Array | None = None) -> jax.Array:
     """(B, T) scores of the static explainer `name` on a batch (0 at padding).
 
     Gradient explainers attribute `target` (B,) (default: the predicted class) at the word
@@ -43,8 +43,9 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, t
     quadrature) sum over the embedding dimension. Attention explainers use the query-mean-
     pooled attention logits (Eq. 11 with uniform head weights) or the attention rollout of
     the full logits. "random" draws row i of the batch from the key
-    ``fold_in(PRNGKey(seed), row_offset + i)``, so a data set's random scores do not depend
-    on how it is cut into batches.
+    ``fold_in(PRNGKey(seed), row_ids[i])`` (default ``row_ids = 0..B-1``): with the rows'
+    indices in the data set, its random scores do not depend on how it is cut into batches
+    (the draws do depend on the batch's width T).
 
     Raises:
       ValueError: an unknown `name` (at trace time).
@@ -54,7 +55,7 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, t
                          "a saved learned explainer folder")
     mask = jnp.asarray(attention_mask) != 0
     if name == "random":
-        rows = row_offset + jnp.arange(mask.shape[0])
+        rows = jnp.arange(mask.shape[0]) if row_ids is None else jnp.asarray(row_ids)
         keys = jax.vmap(lambda row: jax.random.fold_in(jax.random.PRNGKey(seed), row))(rows)
         return jax.vmap(lambda key, row: baselines.random_saliency(key, row[None]).scores[0])(
             keys, mask)
@@ -99,13 +100,18 @@ class Explanations(NamedTuple):
 
 def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | Path], *,
                     task: str, ig_steps: int = 50, batch_size: int = 16,
-                    mesh: jax.sharding.Mesh | None = None
+                    length_multiple: int = 16, mesh: jax.sharding.Mesh | None = None
                     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Scores (N, T) of each explainer and the model's predictions on tokenized data.
 
-    The last batch is padded to `batch_size` (then sliced), so each explainer compiles
-    once. With a `mesh` (or an ambient one, see :func:`smat.parallel.resolve_mesh`) every
-    batch is sharded over its devices and `batch_size` must be a multiple of their number.
+    Examples run in length-sorted batches (:func:`smat.data.length_sorted_batches`), each
+    cut to its longest row rounded up to `length_multiple`: explainers never run on columns
+    that are padding in every row, and the scores there are 0 as everywhere on padding.
+    "random" runs on the uncut batch with the rows' data-set indices, so its scores do not
+    depend on the batching. The last batch is filled up to `batch_size` (then sliced), so
+    each explainer compiles once per cut length. With a `mesh` (or an ambient one, see
+    :func:`smat.parallel.resolve_mesh`) every batch is sharded over its devices and
+    `batch_size` must be a multiple of their number.
 
     Args:
       graphdef, params: the model (``smat.models.functional.split``).
@@ -115,6 +121,7 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
       task: "classification" or "regression".
       ig_steps: quadrature nodes of integrated gradients.
       batch_size: rows per jitted call.
+      length_multiple: batches are cut to a multiple of this many columns.
       mesh: data parallelism over devices; None uses the ambient mesh, if any.
 
     Raises:
@@ -122,29 +129,30 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
       FileNotFoundError: a missing explainer folder.
     """
     learned = {str(e): load_explainer(e) for e in explainers if str(e) not in STATIC_EXPLAINERS}
-    scores: dict[str, list[np.ndarray]] = {str(e): [] for e in explainers}
-    logits = []
+    scores = {str(e): np.zeros(data.input_ids.shape, np.float32) for e in explainers}
     mesh = resolve_mesh(mesh)
-    batches = iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False)
-    for start, batch in zip(range(0, len(data.labels), batch_size), batches, strict=True):
-        rows = batch.input_ids.shape[0]
-        padded = pad_rows(batch, batch_size)
-        inputs = (padded.input_ids, padded.attention_mask, padded.token_type_ids)
-        if mesh is not None:
-            inputs = shard_batch(inputs, mesh)
-        args = (graphdef, params, *inputs)
-        logits.append(np.asarray(functional.apply(
-            graphdef, params, inputs[0], attention_mask=inputs[1], token_type_ids=inputs[2],
-            attention="none").logits)[:rows])
-        for name in scores:
+
+    def model_inputs(batch: Encoded) -> tuple:
+        inputs = (batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        return inputs if mesh is None else shard_batch(inputs, mesh)
+
+    for rows, count in length_sorted_batches(data.attention_mask, batch_size=batch_size):
+        full = take(data, rows)
+        args = (graphdef, params, *model_inputs(trim_to_length(full, length_multiple)))
+        for name, out in scores.items():
             if name in learned:
                 value = _learned_scores(*args, learned[name].params,
                                         explainer_config=learned[name].config)
+            elif name == "random":
+                value = static_scores(graphdef, params, *model_inputs(full), name=name,
+                                      row_ids=rows)
             else:
-                value = static_scores(*args, name=name, ig_steps=ig_steps, row_offset=start)
-            scores[name].append(np.asarray(value)[:rows])
-    predictions = predictions_from_logits(np.concatenate(logits), task)
-    return {name: np.concatenate(parts) for name, parts in scores.items()}, predictions
+                value = static_scores(*args, name=name, ig_steps=ig_steps)
+            value = np.asarray(value)[:count]
+            out[rows[:count], :value.shape[1]] = value
+    logits = predict_logits(graphdef, params, data, batch_size=batch_size,
+                            length_multiple=length_multiple, mesh=mesh)
+    return scores, predictions_from_logits(logits, task)
 
 
 def explain_texts(model_dir: str | Path, texts: Sequence[str], explainers: Sequence[str | Path],

@@ -22,3 +22,29 @@ def test_scores_do_not_depend_on_the_batch_size():
     real = data.attention_mask == 1
     assert np.all(scores["random"][~real] == 0) and len(np.unique(scores["random"][real])) > 100
     assert not np.array_equal(scores["random"][0], scores["random"][1])
+
+
+def test_length_sorted_cut_batches_equal_one_uncut_call(monkeypatch):
+    import smat.explain as explain_module
+
+    graphdef, params = functional.split(tiny_classifier(seed=6))
+    data = synthetic_encoded(23, seq_len=40, seed=7)
+    names = ["gradient", "integrated_gradients", "attention_all", "attention_rollout"]
+    uncut = explain_module.static_scores
+    widths = []
+
+    def recording(*args, **kwargs):
+        widths.append(args[2].shape[1])  # input_ids (B, T) as the explainer sees them
+        return uncut(*args, **kwargs)
+
+    monkeypatch.setattr(explain_module, "static_scores", recording)
+    scores, predictions = explain_encoded(graphdef, params, data, names, task="classification",
+                                          ig_steps=8, batch_size=5, length_multiple=8)
+    inputs = (data.input_ids, data.attention_mask, data.token_type_ids)
+    for name in names:
+        reference = np.asarray(uncut(graphdef, params, *inputs, name=name, ig_steps=8))
+        np.testing.assert_allclose(scores[name], reference, rtol=1e-5, atol=1e-6, err_msg=name)
+    logits = functional.apply(graphdef, params, inputs[0], attention_mask=inputs[1],
+                              token_type_ids=inputs[2], attention="none").logits
+    np.testing.assert_array_equal(predictions, np.argmax(np.asarray(logits), axis=-1))
+    assert all(width % 8 == 0 for width in widths) and min(widths) < max(widths) == 40
