@@ -57,6 +57,7 @@ from smat.run_log import write_json_atomic
 from smat.train import (
     TeacherTrainConfig,
     evaluate,
+    pad_rows,
     train_teacher,
     train_teacher_seeds,
     trim_to_length,
@@ -223,10 +224,7 @@ def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explain
     width = data.input_ids.shape[1]
     for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
         rows = batch.input_ids.shape[0]
-        if rows < batch_size:
-            pad = np.zeros(batch_size - rows, dtype=np.int64)
-            batch = type(batch)(*(np.concatenate([f, f[pad]]) for f in batch))
-        batch = trim_to_length(batch, 16)
+        batch = trim_to_length(pad_rows(batch, batch_size), 16)
         target = (batch.labels.astype(np.int32) if task == "classification"
                   else np.zeros(batch_size, np.int32))
         scores = np.asarray(static_scores(graphdef, params, batch.input_ids,
