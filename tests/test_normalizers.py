@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from jax.test_util import check_grads
@@ -57,6 +57,8 @@ def test_sparsemax_equals_simplex_projection(z):
 
 @settings(max_examples=60, deadline=None)
 @given(vectors)
+# Found by hypothesis: one-pass cumulative variances cancel digits here in float32.
+@example(np.array([-2.0] + [-3.5458477] * 15, np.float32))
 def test_entmax15_matches_bisection(z):
     got = np.asarray(entmax15(z))
     want = entmax15_bisection_reference(z.astype(np.float64))

@@ -114,7 +114,7 @@ class LayerNorm(nnx.Module):
 
 def rows_matmul(x: Float[Array, "... i"], kernel: Float[Array, "i ..."]) -> Array:
     """``x @ kernel`` as one 2-D matmul over all leading axes of ``x`` (rows) and the
-    trailing axes of ``kernel`` (columns); the same numbers as the equivalent einsum.
+    trailing axes of ``kernel`` (columns); the equivalent einsum up to float rounding.
 
     Why 2-D: with batched (B, T, D) operands, XLA:CPU lays out the transposed matmuls of
     the backward pass and of the SMaT second-order pass with activation transposes
