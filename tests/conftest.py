@@ -1,14 +1,50 @@
-"""Shared pytest configuration: strict JAX numerics for every test (STYLE 10), and the
-tiny checkpoint / CSV data / trained teacher used by the command-line tests."""
+"""Shared pytest configuration: strict JAX numerics for every test (STYLE 10), a private
+home folder, a guard against tests that leak JAX's global configuration, and the tiny
+checkpoint / CSV data / trained teacher used by the command-line tests."""
 
+import os
 import shutil
+import tempfile
 
-import jax
-import numpy as np
-import pytest
+# Tests never write to the user's home: every cache that defaults to ~ goes to a private
+# folder of this session (set before anything reads HOME).
+_HOME = tempfile.mkdtemp(prefix="smat-tests-home-")
+os.environ.update(HOME=_HOME, XDG_CACHE_HOME=os.path.join(_HOME, ".cache"),
+                  HF_HOME=os.path.join(_HOME, ".cache", "huggingface"))
+# In-process command-line calls compile afresh unless a test passes --compile-cache.
+os.environ["SMAT_COMPILE_CACHE"] = "off"
+os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_default_matmul_precision", "highest")
+
+# Process-wide JAX settings a test could leave changed for every later test.
+GLOBAL_JAX_OPTIONS = ("jax_compilation_cache_dir", "jax_enable_x64",
+                      "jax_default_matmul_precision", "jax_default_device",
+                      "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion",
+                      "jax_persistent_cache_min_compile_time_secs",
+                      "jax_persistent_cache_min_entry_size_bytes")
+
+
+def jax_options() -> dict[str, object]:
+    return {name: getattr(jax.config, name) for name in GLOBAL_JAX_OPTIONS}
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_jax_config():
+    """Fail (and repair) any test that leaves a global JAX option changed."""
+    before = jax_options()
+    yield
+    leaked = {name: (value, before[name]) for name, value in jax_options().items()
+              if value != before[name]}
+    for name, (_, value) in leaked.items():
+        jax.config.update(name, value)
+    if leaked:
+        pytest.fail(f"the test changed global JAX options (now, before): {leaked}")
 
 
 @pytest.fixture

@@ -1,0 +1,128 @@
+"""Long jobs resume after a SIGKILL that lands while a program is compiling (issue 12).
+
+Each job runs as the `smat` command in a subprocess, is killed at a chosen point (the
+moment a given cell starts training, i.e. while its step compiles, before any checkpoint),
+is rerun to the end, and must then equal an uninterrupted run of the same command, without
+redoing the cells that had finished before the kill.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+TIMEOUT = 600
+
+
+def _smat(*args: str) -> list[str]:
+    return [sys.executable, "-m", "smat.cli", *args]
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=os.environ.copy())
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _run_and_kill(command: list[str], *, at: Callable[[], bool], what: str) -> None:
+    """Start `command`, SIGKILL it as soon as `at()` holds."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env=os.environ.copy())
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while not at():
+            if process.poll() is not None:
+                pytest.fail(f"the job ended (exit {process.returncode}) before {what}:\n"
+                            f"{process.stderr.read()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {what} within {TIMEOUT} s")
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+        process.stderr.close()
+    assert process.returncode == -signal.SIGKILL
+
+
+def _started_training(cell: Path) -> Callable[[], bool]:
+    """The cell's training loop has made its folder: its first step is being compiled."""
+    return cell.is_dir
+
+
+def _results(folder: Path) -> dict[str, dict]:
+    """Every result.json under `folder` without wall times, by relative path."""
+    results = {}
+    for path in sorted(folder.rglob("result.json")):
+        record = json.loads(path.read_text())
+        results[str(path.relative_to(folder))] = {
+            k: v for k, v in record.items() if "seconds" not in k and k != "output_dir"}
+    return results
+
+
+def _killed_then_resumed(command: Callable[[Path], list[str]], tmp_path: Path, *,
+                         cell: str, finished_before: str) -> tuple[dict, dict]:
+    reference, resumed = tmp_path / "reference", tmp_path / "resumed"
+    _run(command(reference))
+    _run_and_kill(command(resumed), at=_started_training(resumed / cell),
+                  what=f"the start of {cell}")
+    assert not (resumed / cell / "last").exists(), "killed after the first checkpoint"
+    assert not (resumed / cell / "result.json").exists()
+    finished = resumed / finished_before / "result.json"
+    stamp = finished.stat().st_mtime_ns
+    _run(command(resumed))
+    assert finished.stat().st_mtime_ns == stamp, f"{finished_before} was redone"
+    return _results(reference), _results(resumed)
+
+
+def test_simulability_grid_resumes_after_kill_during_compilation(tiny_teacher, tmp_path):
+    def command(folder: Path) -> list[str]:
+        return _smat("simulability", "--teacher", str(tiny_teacher), "--sizes", "32",
+                     "--seeds", "1", "--explainers", "none", "smat", "--batch-size", "16",
+                     "--max-epochs", "1", "--output-dir", str(folder), "--no-progress")
+
+    reference, resumed = _killed_then_resumed(command, tmp_path, cell="n32/smat/seed0",
+                                              finished_before="n32/none/seed0")
+    assert len(reference) == 2 and resumed == reference
+
+
+def test_demo_resumes_after_kill_during_compilation(tiny_teacher, tmp_path):
+    def command(folder: Path) -> list[str]:
+        return _smat("demo", "--teacher", str(tiny_teacher), "--num-examples", "32",
+                     "--seeds", "0", "--output-dir", str(folder), "--no-progress")
+
+    reference, resumed = _killed_then_resumed(
+        command, tmp_path, cell="students/n32/smat/seed0",
+        finished_before="students/n32/attention_all/seed0")
+    assert len(reference) == 3 and resumed == reference
+    summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    expected = json.loads((tmp_path / "reference" / "summary.json").read_text())
+    assert summary["table"] == expected["table"]
+
+
+def test_roar_resumes_after_kill_during_compilation(tiny_checkpoint, csv_data, tmp_path):
+    def command(folder: Path) -> list[str]:
+        return _smat("roar", "--recursive", "--explainers", "gradient", "--ratios", "0:100:50",
+                     "--seeds", "1", "--model", str(tiny_checkpoint), "--source", str(csv_data),
+                     "--text-column", "sentence", "--label-column", "sentiment",
+                     "--max-len", "16", "--max-epochs", "1", "--batch-size", "16",
+                     "--output-dir", str(folder), "--no-progress")
+
+    reference = tmp_path / "reference"
+    _run(command(reference))
+    cells = sorted(p.parent.relative_to(reference) for p in reference.rglob("result.json"))
+    gradient = next(c for c in cells if "gradient" in str(c))
+    finished = next(c for c in cells if "unmasked" in str(c))
+    resumed = tmp_path / "resumed"
+    _run_and_kill(command(resumed), at=_started_training(resumed / gradient / "train"),
+                  what=f"the start of {gradient}")
+    stamp = (resumed / finished / "result.json").stat().st_mtime_ns
+    _run(command(resumed))
+    assert (resumed / finished / "result.json").stat().st_mtime_ns == stamp
+    assert _results(resumed) == _results(reference)
