@@ -44,7 +44,7 @@ from jax.tree_util import Partial
 from smat.data import length_sorted_batches, padded_length
 from smat.evaluation import DEFAULT_BINS, batched_comprehensiveness_sufficiency
 from smat.models import SequenceClassifier, TextConfig, functional
-from smat.run_log import write_json_atomic
+from smat.store.run_log import write_json_atomic
 
 MASK_ID = 3
 LENGTH_MULTIPLE = 16

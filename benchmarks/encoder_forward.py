@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from smat.models import from_pretrained, functional, minilm_path
-from smat.run_log import write_json_atomic
+from smat.store.run_log import write_json_atomic
 
 BATCH, SEQ_LEN = 32, 64
 RESULT_FILE = Path(__file__).parent / "results" / "encoder_forward.json"

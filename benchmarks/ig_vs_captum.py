@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from smat.run_log import write_json_atomic
+from smat.store.run_log import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT_PATH = ROOT / "benchmarks" / "results" / "ig_vs_captum.json"

@@ -1,6 +1,6 @@
 """Cost of the full SMaT step (Eqs. 6-9) relative to a plain student step, same process.
 
-Both sides run ``smat.scaffold.scaffold_step`` on the same student (a randomly initialised
+Both sides run ``smat.training.scaffold.scaffold_step`` on the same student (a randomly initialised
 ``SequenceClassifier`` with the all-MiniLM-L6-v2 shapes: 6 layers x 12 heads, D = 384; the
 weights do not change the cost) and the same batch of random token ids:
 
@@ -13,7 +13,7 @@ weights do not change the cost) and the same batch of random token ids:
   hypergradient (``ScaffoldConfig(hypergradient="forward_over_reverse")``) is timed too.
 
 Teacher outputs (logits, pooled attention logits) are cached in the batches for both, as
-``smat.student`` does; another timing runs the teacher forward inside the SMaT step instead
+``smat.training.student`` does; another timing runs the teacher forward inside the SMaT step instead
 (``ScaffoldFunctions.teacher_forward``), which measures the caching choice. Compile time is
 excluded (one warm-up step per side); the variants are timed in interleaved rounds (best
 round per variant) so that load changes on a shared machine hit all of them alike. Prints
@@ -38,8 +38,8 @@ from flax import nnx
 
 from smat import explainers
 from smat.models import SequenceClassifier, TextConfig, functional
-from smat.run_log import write_json_atomic
-from smat.scaffold import (
+from smat.store.run_log import write_json_atomic
+from smat.training.scaffold import (
     ClassifierForward,
     ClassifierTeacher,
     ScaffoldConfig,

@@ -3,9 +3,9 @@
 Two measurements in one process on the host CPU, split into 8 devices with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (set here before JAX is imported):
 
-1. 4 seeds: ``smat.train.teacher_seed_step`` (one jitted program, ``teacher_update``
+1. 4 seeds: ``smat.training.teacher.teacher_seed_step`` (one jitted program, ``teacher_update``
    vmapped over stacked parameters, optimizer states, per-seed batches and dropout keys)
-   against 4 sequential runs of ``smat.train.teacher_step``, one per seed, on the same
+   against 4 sequential runs of ``smat.training.teacher.teacher_step``, one per seed, on the same
    batches. The speedup is sequential time / vmapped time for one step of all 4 seeds.
 2. Data parallelism: ``teacher_step`` with the state replicated and the batch sharded over
    ``data_mesh(8)`` against the same code on ``data_mesh(1)``. The 8 devices are fake (they
@@ -41,8 +41,8 @@ from flax import nnx  # noqa: E402
 
 from smat.models import SequenceClassifier, TextConfig, functional  # noqa: E402
 from smat.parallel import data_mesh, replicate, shard_batch  # noqa: E402
-from smat.run_log import write_json_atomic  # noqa: E402
-from smat.train import (  # noqa: E402
+from smat.store.run_log import write_json_atomic  # noqa: E402
+from smat.training.teacher import (  # noqa: E402
     TeacherTrainConfig,
     TrainState,
     teacher_optimizer,

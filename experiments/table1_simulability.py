@@ -23,9 +23,10 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from smat.evaluation.simulability import plot_simulability, run_grid, simulability_table
-from smat.run_log import write_json_atomic
-from smat.student import StudentTrainConfig
+from smat.evaluation.simulability import plot_simulability, simulability_table
+from smat.jobs.grid import run_grid
+from smat.store.run_log import write_json_atomic
+from smat.training.student import StudentTrainConfig
 
 
 def get_config(smoke: bool) -> dict:

@@ -6,8 +6,9 @@ parameters and optimizer states are replicated (``P()``), and ``jax.jit`` partit
 step over the devices, inserting the gradient all-reduce itself. One device is the same code
 path with a one-device mesh.
 
-A mesh reaches the library either explicitly (``mesh=`` of :func:`smat.loop.fit`,
-:func:`smat.train.train_teacher`, :func:`smat.student.train_student`, ...) or as JAX's
+A mesh reaches the library either explicitly (``mesh=`` of :func:`smat.training.loop.fit`,
+:func:`smat.training.teacher.train_teacher`,
+:func:`smat.training.student.train_student`, ...) or as JAX's
 ambient mesh, ``with jax.set_mesh(data_mesh()): ...``, which is how the ``smat`` command
 line applies ``--devices``; :func:`resolve_mesh` picks between them.
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from smat.evaluation import roar_cli, roar_job
+from smat import cli as roar_cli
 from smat.evaluation.roar import (
     mask_input_ids,
     maskable_tokens,
@@ -25,7 +25,8 @@ from smat.evaluation.roar_synthetic import (
     make_synthetic_problem,
     roar_curve,
 )
-from smat.train import TeacherResult, TeacherTrainConfig
+from smat.jobs import roar as roar_job
+from smat.training.teacher import TeacherResult, TeacherTrainConfig
 from tests.helpers import synthetic_encoded, tiny_classifier
 
 # ------------------------------------------------------------------ masking op
@@ -180,15 +181,19 @@ def _runner(tmp_path, *, recursive, explainers=("gradient",), ratios=(0.0, 0.5, 
 def count_training(monkeypatch):
     """Record every training call; the stand-in returns the initial parameters at once.
 
-    Training itself is smat.train's (tested there, and end to end below under ``slow``);
-    here only which cells train, on what, matters.
+    Training itself is smat.training.teacher's (tested there, and end to end below under
+    ``slow``); here only which cells train, on what, matters.
     """
     calls = []
 
-    def stand_in(model, train, validation, *, task, config, output_dir, progress):
-        calls.append({"output_dir": output_dir, "train": train, "seed": config.seed})
-        (output_dir / "train-started").parent.mkdir(parents=True, exist_ok=True)
-        return TeacherResult(roar_job.functional.split(model)[1], {"accuracy": 0.5}, 0, 0, 0.0)
+    def stand_in(models, trains, validations, *, task, config, seeds, output_dir, progress):
+        results = []
+        for model, train, seed, folder in zip(models, trains, seeds, output_dir, strict=True):
+            calls.append({"output_dir": folder, "train": train, "seed": seed})
+            (folder / "train-started").parent.mkdir(parents=True, exist_ok=True)
+            results.append(TeacherResult(roar_job.functional.split(model)[1],
+                                         {"accuracy": 0.5}, 0, 0, 0.0))
+        return results
 
     monkeypatch.setattr(roar_job, "train_teacher", stand_in)
     return calls
@@ -200,7 +205,7 @@ def count_real_training(monkeypatch):
     real = roar_job.train_teacher
 
     def counted(*args, **kwargs):
-        calls.append({"output_dir": kwargs["output_dir"]})
+        calls.extend({"output_dir": folder} for folder in kwargs["output_dir"])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(roar_job, "train_teacher", counted)
@@ -312,7 +317,7 @@ def test_config_and_command_line():
     with pytest.raises(ValueError, match="explainers must be distinct names"):
         roar_job.RoarConfig(explainers=("random",))
     parser = argparse.ArgumentParser()
-    roar_cli.build_roar_parser(parser.add_subparsers(dest="command"))
+    roar_cli._add_roar_command(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["roar", "--recursive", "--explainers", "attention", "gradient",
                               "--ratios", "0:100:10", "--seeds", "3", "--preset", "small"])
     assert args.recursive and args.seeds == 3 and args.explainers == ["attention", "gradient"]

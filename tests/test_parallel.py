@@ -19,15 +19,14 @@ import smat.parallel as parallel
 from smat.cli import main
 from smat.models import functional
 from smat.parallel import data_mesh, initialize_distributed, replicate, resolve_mesh, shard_batch
-from smat.scaffold import init_state, scaffold_step
-from smat.train import (
+from smat.training.scaffold import init_state, scaffold_step
+from smat.training.teacher import (
     TeacherTrainConfig,
     TrainState,
     teacher_optimizer,
     teacher_seed_step,
     teacher_step,
     train_teacher,
-    train_teacher_seeds,
 )
 from tests import test_scaffold as tiny
 from tests.helpers import synthetic_encoded, tiny_classifier
@@ -175,7 +174,8 @@ def test_train_teacher_on_eight_devices_equals_one(tmp_path):
     train, valid = synthetic_encoded(64, seed=0), synthetic_encoded(32, seed=1)
     config = TeacherTrainConfig(**FAST)
     runs = [train_teacher(tiny_classifier(), train, valid, task="classification",
-                          config=config, output_dir=tmp_path / name, progress=False, mesh=mesh)
+                          config=config, output_dir=tmp_path / name, progress=False,
+                          mesh=mesh)[0]
             for name, mesh in (("one", None), ("eight", data_mesh()))]
     assert runs[0].steps == runs[1].steps
     assert runs[0].best_step == runs[1].best_step
@@ -274,14 +274,13 @@ def test_vmapped_seed_steps_equal_sequential_steps_and_compose_with_sharding():
 def test_train_teacher_seeds_equals_sequential_runs(tmp_path):
     train, valid = synthetic_encoded(64, seed=0), synthetic_encoded(32, seed=1)
     config = TeacherTrainConfig(**FAST)
-    sequential = [train_teacher(tiny_classifier(seed=s), train, valid, task="classification",
-                                config=TeacherTrainConfig(**{**FAST, "seed": s}),
-                                output_dir=tmp_path / f"seq{s}", progress=False)
-                  for s in SEEDS]
-    together = train_teacher_seeds([tiny_classifier(seed=s) for s in SEEDS], train, valid,
-                                   task="classification", config=config, seeds=SEEDS,
-                                   output_dir=tmp_path / "vmap", progress=False,
-                                   mesh=data_mesh())
+    sequential = train_teacher([tiny_classifier(seed=s) for s in SEEDS], train, valid,
+                               task="classification", config=config, seeds=SEEDS,
+                               output_dir=[tmp_path / f"seq{s}" for s in SEEDS], progress=False)
+    together = train_teacher([tiny_classifier(seed=s) for s in SEEDS], train, valid,
+                             task="classification",
+                             config=TeacherTrainConfig(**FAST, parallel_seeds=True), seeds=SEEDS,
+                             output_dir=tmp_path / "vmap", progress=False, mesh=data_mesh())
     for s, one, other in zip(SEEDS, sequential, together, strict=True):
         assert (other.steps, other.best_step) == (one.steps, one.best_step)
         assert other.best_validation == pytest.approx(one.best_validation)
@@ -293,18 +292,22 @@ def test_train_teacher_seeds_equals_sequential_runs(tmp_path):
         assert [r["step"] for r in logged] == [r["step"] for r in expected]
         np.testing.assert_allclose([r["loss"] for r in logged], [r["loss"] for r in expected],
                                    rtol=1e-4)
+    bad = tmp_path / "bad"
     with pytest.raises(ValueError, match="one model per seed"):
-        train_teacher_seeds([tiny_classifier()], train, valid, task="classification",
-                            config=config, seeds=(0, 1))
+        train_teacher([tiny_classifier()], train, valid, task="classification",
+                      config=config, seeds=(0, 1), output_dir=bad)
     with pytest.raises(ValueError, match="one train split per seed"):
-        train_teacher_seeds([tiny_classifier()] * 2, [train], valid, task="classification",
-                            config=config, seeds=(0, 1))
+        train_teacher([tiny_classifier()] * 2, [train], valid, task="classification",
+                      config=config, seeds=(0, 1), output_dir=bad)
     with pytest.raises(ValueError, match="must have one size"):
-        train_teacher_seeds([tiny_classifier()] * 2, train, [valid, synthetic_encoded(8)],
-                            task="classification", config=config, seeds=(0, 1))
+        train_teacher([tiny_classifier()] * 2, train, [valid, synthetic_encoded(8)],
+                      task="classification", config=config, seeds=(0, 1), output_dir=bad)
     with pytest.raises(ValueError, match="distinct"):
-        train_teacher_seeds([tiny_classifier()] * 2, train, valid, task="classification",
-                            config=config, seeds=(1, 1))
+        train_teacher([tiny_classifier()] * 2, train, valid, task="classification",
+                      config=config, seeds=(1, 1), output_dir=bad)
+    with pytest.raises(ValueError, match="one output folder per seed"):
+        train_teacher([tiny_classifier()] * 2, train, valid, task="classification",
+                      config=config, seeds=(0, 1), output_dir=[bad])
 
 
 def test_train_teacher_seeds_with_data_per_seed_equals_sequential_runs(tmp_path):
@@ -313,11 +316,12 @@ def test_train_teacher_seeds_with_data_per_seed_equals_sequential_runs(tmp_path)
     valids = [synthetic_encoded(32, seed=20 + s) for s in SEEDS[:2]]
     sequential = [train_teacher(tiny_classifier(seed=s), t, v, task="classification",
                                 config=TeacherTrainConfig(**{**FAST, "seed": s}),
-                                output_dir=tmp_path / f"seq{s}", progress=False)
+                                output_dir=tmp_path / f"seq{s}", progress=False)[0]
                   for s, t, v in zip(SEEDS[:2], trains, valids, strict=True)]
-    together = train_teacher_seeds([tiny_classifier(seed=s) for s in SEEDS[:2]], trains, valids,
-                                   task="classification", config=TeacherTrainConfig(**FAST),
-                                   seeds=SEEDS[:2], progress=False)
+    together = train_teacher([tiny_classifier(seed=s) for s in SEEDS[:2]], trains, valids,
+                             task="classification",
+                             config=TeacherTrainConfig(**FAST, parallel_seeds=True),
+                             seeds=SEEDS[:2], output_dir=tmp_path / "vmap", progress=False)
     for one, other in zip(sequential, together, strict=True):
         assert (other.steps, other.best_step) == (one.steps, one.best_step)
         assert other.best_validation == pytest.approx(one.best_validation)
@@ -326,17 +330,18 @@ def test_train_teacher_seeds_with_data_per_seed_equals_sequential_runs(tmp_path)
 
 def test_vmapped_students_sharded_over_eight_devices_equal_one_device(tmp_path):
     """Seeds (vmap) and data parallelism (sharding) compose for the SMaT student."""
-    from smat.student import StudentTrainConfig, cache_teacher, train_student_seeds
+    from smat.training.student import StudentTrainConfig, cache_teacher, train_student
 
     graphdef, params = functional.split(tiny_classifier(seed=1))
     train, valid, test = (cache_teacher(graphdef, params, synthetic_encoded(n, seed=s),
                                         setting="smat", batch_size=16)
                           for n, s in ((32, 0), (16, 1), (16, 2)))
     config = StudentTrainConfig(explainer="smat", batch_size=16, max_epochs=2, patience=5,
-                                evals_per_epoch=1, length_multiple=16)
-    runs = [train_student_seeds([tiny_classifier(seed=s) for s in (0, 1)], train, valid, test,
-                                task="classification", config=config, seeds=(0, 1),
-                                progress=False, mesh=data_mesh(n)) for n in (1, 8)]
+                                evals_per_epoch=1, length_multiple=16, parallel_seeds=True)
+    runs = [train_student([tiny_classifier(seed=s) for s in (0, 1)], train, valid, test,
+                          task="classification", config=config, seeds=(0, 1), progress=False,
+                          output_dir=tmp_path / f"devices{n}", mesh=data_mesh(n))
+            for n in (1, 8)]
     for one, eight in zip(*runs, strict=True):
         assert eight.steps == one.steps == 4
         assert_trees_close(eight.student_params, one.student_params, rtol=1e-4, atol=1e-5)
@@ -346,7 +351,7 @@ def test_vmapped_students_sharded_over_eight_devices_equal_one_device(tmp_path):
 
 def test_explain_encoded_sharded_equals_one_device():
     """Explanations by name with each batch sharded over 8 devices (the last one padded)."""
-    from smat.explain import explain_encoded
+    from smat.jobs.explain import explain_encoded
 
     graphdef, params = functional.split(tiny_classifier(seed=2))
     data = synthetic_encoded(20, seed=3)
@@ -387,19 +392,20 @@ def test_cli_parallel_seeds_trains_each_seed_like_its_own_run(tiny_teacher_args,
     assert main(["train-teacher", *common, "--seed", "1", "--output-dir",
                  str(tmp_path / "alone")]) == 0
     alone = json.loads(capsys.readouterr().out)
-    assert main(["train-teacher", *common, "--parallel-seeds", "2", "--output-dir",
+    assert main(["train-teacher", *common, "--seeds", "2", "--parallel-seeds", "--output-dir",
                  str(tmp_path / "together")]) == 0
     together = json.loads(capsys.readouterr().out)
-    assert set(together) == {"seed0", "seed1"}
-    assert together["seed1"]["steps"] == alone["steps"]
-    assert together["seed1"]["test"] == pytest.approx(alone["test"], abs=1 / 40)
+    assert [r["seed"] for r in together] == [0, 1]
+    assert together[1]["steps"] == alone["steps"]
+    assert together[1]["test"] == pytest.approx(alone["test"], abs=1 / 40)
     for seed in (0, 1):
         folder = tmp_path / "together" / f"seed{seed}"
         assert json.loads((folder / "config.json").read_text())["train"]["seed"] == seed
-        assert (folder / "model").is_dir() and (folder / "metrics.jsonl").is_file()
+        assert (folder / "model").is_dir()
+        assert (folder / "checkpoints" / "metrics.jsonl").is_file()
     # A rerun reuses the finished seeds: nothing is trained or saved again.
     marker = tmp_path / "together" / "seed0" / "model" / "model.json"
     marker.unlink()
-    assert main(["train-teacher", *common, "--parallel-seeds", "2", "--output-dir",
+    assert main(["train-teacher", *common, "--seeds", "2", "--parallel-seeds", "--output-dir",
                  str(tmp_path / "together")]) == 0
     assert json.loads(capsys.readouterr().out) == together and not marker.exists()

@@ -14,7 +14,7 @@ that dataset redundancies are masked too. This module holds the pure pieces:
 - :func:`plot_roar`: performance against masking ratio with CI bands.
 
 The drivers that train a model per (explainer, seed, ratio) live in
-:mod:`smat.evaluation.roar_job`.
+:mod:`smat.jobs.roar`.
 
 References:
   Madsen et al, `Evaluating the Faithfulness of Importance Measures in NLP by

@@ -2,10 +2,10 @@
 
 Simulability (paper Eq. 1) is the agreement of a student with the teacher on held-out data:
 accuracy against the teacher's predictions for classification, Pearson r for regression.
-:func:`run_grid` trains one student per (size, explainer setting, seed) cell, each in its
-own folder with its own ``result.json``, so a killed grid resumes at the first unfinished
-cell. :func:`simulability_table` prints the paper's layout, ``median [q25:q75]`` over seeds,
-marking with ``*`` the cells whose IQR lies above the no-explainer baseline's.
+The grid of students itself is trained by :func:`smat.jobs.grid.run_grid`; here are the
+pure summaries of its records. :func:`simulability_table` prints the paper's layout,
+``median [q25:q75]`` over seeds, marking with ``*`` the cells whose IQR lies above the
+no-explainer baseline's.
 
 References:
   Fernandes et al, `Learning to Scaffold: Optimizing Model Explanations for Teaching
@@ -14,7 +14,6 @@ References:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,69 +21,8 @@ from typing import Any
 import numpy as np
 
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline, median_iqr
-from smat.pipeline import run_student, run_student_seeds
-from smat.student import SETTINGS, StudentTrainConfig
 
 BASELINE = "none"
-
-
-def cell_dir(output_dir: str | Path, *, num_examples: int, explainer: str, seed: int) -> Path:
-    """The folder of one grid cell."""
-    return Path(output_dir) / f"n{num_examples}" / explainer / f"seed{seed}"
-
-
-def run_grid(
-    teacher_dir: str | Path,
-    *,
-    sizes: Sequence[int],
-    explainers: Sequence[str],
-    seeds: Sequence[int],
-    student: StudentTrainConfig,
-    output_dir: str | Path,
-    progress: bool = True,
-    parallel_seeds: bool = False,
-) -> list[dict[str, Any]]:
-    """Train every (size, explainer, seed) student of a teacher; finished cells are reused.
-
-    Args:
-      teacher_dir: a finished `smat train-teacher` run.
-      sizes: student training sizes (e.g. 500, 1000, 2000).
-      explainers: settings from :data:`smat.student.SETTINGS` ("none" is the baseline).
-      seeds: student seeds.
-      student: hyperparameters shared by all cells (explainer and seed are set per cell).
-      output_dir: grid folder; cell results go to ``n{size}/{explainer}/seed{seed}``.
-      progress: show progress bars.
-      parallel_seeds: train the seeds of each (size, explainer) in one vmapped program
-        (:func:`smat.pipeline.run_student_seeds`) instead of one after another.
-
-    Returns:
-      The result records of all cells, in grid order.
-
-    Raises:
-      ValueError: an unknown explainer setting, or no sizes / explainers / seeds.
-    """
-    unknown = sorted(set(explainers) - set(SETTINGS))
-    if unknown:
-        raise ValueError(f"unknown explainer settings {unknown}; choose from {SETTINGS}")
-    for name, values in (("sizes", sizes), ("explainers", explainers), ("seeds", seeds)):
-        if not values:
-            raise ValueError(f"the grid needs at least one of {name}")
-    records = []
-    for num_examples in sizes:
-        for explainer in explainers:
-            folders = [cell_dir(output_dir, num_examples=num_examples, explainer=explainer,
-                                seed=seed) for seed in seeds]
-            config = dataclasses.replace(student, explainer=explainer)
-            if parallel_seeds:
-                records += run_student_seeds(teacher_dir, config=config, seeds=seeds,
-                                             num_examples=num_examples, output_dirs=folders,
-                                             progress=progress)
-                continue
-            for seed, folder in zip(seeds, folders, strict=True):
-                records.append(run_student(
-                    teacher_dir, config=dataclasses.replace(config, seed=seed),
-                    num_examples=num_examples, progress=progress, output_dir=folder))
-    return records
 
 
 def _grouped(records: Sequence[Mapping[str, Any]], metric: str) -> dict[tuple[str, int],
@@ -104,7 +42,7 @@ def simulability_table(records: Sequence[Mapping[str, Any]], *, metric: str = "a
     same size (the paper's Table 1 marking).
 
     Args:
-      records: results of :func:`run_grid` (or :func:`smat.pipeline.run_student`).
+      records: results of :func:`run_grid` (or :func:`smat.jobs.runs.run_student`).
       metric: "accuracy" (classification) or "pearson" (regression).
       scale: factor applied before printing (100 prints percentages).
       digits: decimals.

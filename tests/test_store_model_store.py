@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from smat import model_store
 from smat.models import functional, minilm_path
+from smat.store import model_store
 from tests.helpers import tiny_classifier
 
 

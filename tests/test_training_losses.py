@@ -1,4 +1,4 @@
-"""Tests of the SMaT student-loss terms (smat.losses, paper Eq. 3)."""
+"""Tests of the SMaT student-loss terms (smat.training.losses, paper Eq. 3)."""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +7,7 @@ import optax
 import pytest
 
 from smat.explainers import Saliency, to_distribution
-from smat.losses import explanation_kl, label_loss, simulation_loss
+from smat.training.losses import explanation_kl, label_loss, simulation_loss
 
 
 def saliencies(key, *, batch=3, seq=7, lengths=(7, 4, 1)):

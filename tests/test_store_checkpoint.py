@@ -1,4 +1,4 @@
-"""Tests for smat.checkpoint: exact, atomic orbax round trips with metadata."""
+"""Tests for smat.store.checkpoint: exact, atomic orbax round trips with metadata."""
 
 import jax
 import jax.numpy as jnp
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from smat import checkpoint
 from smat.models import SequenceClassifier, TextConfig
+from smat.store import checkpoint
 
 
 def _state(seed: int = 0, **overrides):

@@ -1,4 +1,5 @@
-"""Tests of the bi-level SMaT step (smat.scaffold, paper Eqs. 3-9) on a tiny attention model."""
+"""Tests of the bi-level SMaT step (smat.training.scaffold, paper Eqs. 3-9) on a tiny
+attention model."""
 
 import dataclasses
 import functools
@@ -11,8 +12,8 @@ import pytest
 
 from smat import explainers
 from smat.explainers import Saliency
-from smat.run_log import check_finite
-from smat.scaffold import (
+from smat.store.run_log import check_finite
+from smat.training.scaffold import (
     ScaffoldConfig,
     ScaffoldFunctions,
     TeacherOutput,
@@ -418,7 +419,7 @@ def test_step_with_smat_sequence_classifier():
     from flax import nnx
 
     from smat.models import SequenceClassifier, TextConfig, functional
-    from smat.scaffold import ClassifierForward, ClassifierTeacher
+    from smat.training.scaffold import ClassifierForward, ClassifierTeacher
 
     text = TextConfig.tiny()
     graphdef, theta = functional.split(SequenceClassifier(text, num_labels=2, rngs=nnx.Rngs(0)))

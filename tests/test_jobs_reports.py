@@ -1,4 +1,4 @@
-"""Tests for smat.evaluation.explainer_eval and its commands (faithfulness, agreement,
+"""Tests for smat.jobs.reports and its commands (faithfulness, agreement,
 plausibility) on the tiny teacher of conftest.py."""
 
 import json
@@ -10,7 +10,8 @@ from jax.tree_util import Partial
 from smat.cli import main
 from smat.data import load_eraser
 from smat.evaluation import agreement_matrix, comprehensiveness_sufficiency, holm_bonferroni
-from smat.evaluation.explainer_eval import (
+from smat.jobs.explain import explain_data
+from smat.jobs.reports import (
     _predict_proba,
     agreement_report,
     faithfulness_report,
@@ -18,9 +19,8 @@ from smat.evaluation.explainer_eval import (
     markdown_table,
     plausibility_report,
 )
-from smat.explain import explain_data
-from smat.model_store import load
 from smat.models import functional
+from smat.store.model_store import load
 
 
 @pytest.fixture(scope="module")

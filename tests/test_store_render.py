@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from smat.render import plot_head_weights, render_html
+from smat.store.render import plot_head_weights, render_html
 
 
 def test_render_html_shades_tokens_and_hides_special(tmp_path):

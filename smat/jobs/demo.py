@@ -22,16 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from smat import model_store
 from smat.data import take
-from smat.evaluation.simulability import run_grid, simulability_table
-from smat.explain import explain_data, write_explanations
-from smat.explainer_store import load_explainer
-from smat.pipeline import DataConfig, load_examples, protocol_data, run_teacher
-from smat.render import plot_head_weights
-from smat.run_log import write_json_atomic
-from smat.student import StudentTrainConfig
-from smat.train import TeacherTrainConfig
+from smat.evaluation.simulability import simulability_table
+from smat.jobs.explain import explain_data, write_explanations
+from smat.jobs.grid import run_grid
+from smat.jobs.runs import DataConfig, load_examples, protocol_data, run_teacher
+from smat.store import model_store
+from smat.store.explainer_store import load_explainer
+from smat.store.render import plot_head_weights
+from smat.store.run_log import write_json_atomic
+from smat.training.student import StudentTrainConfig
+from smat.training.teacher import TeacherTrainConfig
 
 # The paper's settings scaled to 2 CPU cores. Teacher: few steps, so a shorter warmup than
 # the reference 500 and a higher peak rate. Students: a larger SGD rate than the reference
@@ -72,8 +73,8 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
     output_dir = Path(output_dir)
     teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
     print(f"[1/4] teacher: {teacher_dir}", flush=True)
-    teacher_record = run_teacher(data=DEMO_DATA, train=teacher, output_dir=teacher_dir,
-                                 progress=progress)
+    (teacher_record,) = run_teacher(data=DEMO_DATA, train=teacher, output_dir=teacher_dir,
+                                    progress=progress)
     print(f"      test accuracy {teacher_record['test']['accuracy']:.4f}", flush=True)
     data = DataConfig(**json.loads((teacher_dir / "config.json").read_text())["data"])
 

@@ -4,14 +4,13 @@ import jax
 import numpy as np
 import pytest
 
-import smat.train as train_module
+import smat.training.teacher as train_module
 from smat.models import functional
-from smat.train import (
+from smat.models.inference import predict_logits, trim_to_length
+from smat.training.teacher import (
     TeacherTrainConfig,
     evaluate,
-    predict_logits,
     train_teacher,
-    trim_to_length,
 )
 from tests.helpers import synthetic_encoded, tiny_classifier
 
@@ -27,7 +26,7 @@ def _leaves_equal(a, b):
 def test_teacher_learns_synthetic_task(tmp_path):
     train, valid = synthetic_encoded(256, seed=0), synthetic_encoded(64, seed=1)
     model = tiny_classifier()
-    result = train_teacher(model, train, valid, task="classification",
+    (result,) = train_teacher(model, train, valid, task="classification",
                            config=TeacherTrainConfig(**FAST), output_dir=tmp_path,
                            progress=False)
     graphdef = functional.split(model)[0]
@@ -39,42 +38,54 @@ def test_teacher_learns_synthetic_task(tmp_path):
     assert {"loss", "grad_norm", "validation_accuracy"} <= set(rows[0])
 
 
-def test_resume_after_interruption_gives_identical_params(tmp_path, monkeypatch):
+@pytest.mark.parametrize("seeds,parallel", [((0,), False), ((0, 3), True), ((0, 3), False)])
+def test_resume_after_interruption_gives_identical_params(seeds, parallel, tmp_path,
+                                                          monkeypatch):
+    """Killed after a checkpoint, rerun: the same parameters, steps and metrics lines as an
+    uninterrupted run, for one seed and for two (vmapped or one after another)."""
     train, valid = synthetic_encoded(96, seed=0), synthetic_encoded(32, seed=1)
-    config = TeacherTrainConfig(**{**FAST, "max_epochs": 2})
-    reference = train_teacher(tiny_classifier(), train, valid, task="classification",
-                              config=config, output_dir=tmp_path / "a", progress=False)
+    config = TeacherTrainConfig(**{**FAST, "max_epochs": 2, "parallel_seeds": parallel})
 
-    real_step, calls = train_module.teacher_step, {"n": 0}
+    def run(folder):
+        return train_teacher([tiny_classifier(seed=s) for s in seeds], train, valid,
+                             task="classification", config=config, seeds=seeds,
+                             output_dir=folder, progress=False)
+
+    reference = run(tmp_path / "a")
+    real_step, calls = train_module.teacher_seed_step, {"n": 0}
 
     def dying_step(*args, **kwargs):
         calls["n"] += 1
-        if calls["n"] == 7:  # mid-epoch 2, after the evaluation at step 6 was saved
+        if calls["n"] == 7:  # mid-epoch 2 (of the first seed), after the step-6 checkpoint
             raise KeyboardInterrupt
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "teacher_step", dying_step)
+    monkeypatch.setattr(train_module, "teacher_seed_step", dying_step)
     with pytest.raises(KeyboardInterrupt):
-        train_teacher(tiny_classifier(), train, valid, task="classification", config=config,
-                      output_dir=tmp_path / "b", progress=False)
-    monkeypatch.setattr(train_module, "teacher_step", real_step)
-    resumed = train_teacher(tiny_classifier(), train, valid, task="classification",
-                            config=config, output_dir=tmp_path / "b", progress=False)
-    assert resumed.steps == reference.steps == 12
-    assert _leaves_equal(resumed.params, reference.params)
-    steps = [json.loads(x)["step"] for x in (tmp_path / "b/metrics.jsonl").read_text().splitlines()]
-    assert steps == [3, 6, 9, 12]
+        run(tmp_path / "b")
+    monkeypatch.setattr(train_module, "teacher_seed_step", real_step)
+    resumed = run(tmp_path / "b")
+    for got, want in zip(resumed, reference, strict=True):
+        assert got.steps == want.steps == 12 and got.best_step == want.best_step
+        assert got.best_validation == want.best_validation
+        assert _leaves_equal(got.params, want.params)
+    for folder in ([""] if len(seeds) == 1 else [f"seed{s}" for s in seeds]):
+        lines = (tmp_path / "b" / folder / "metrics.jsonl").read_text().splitlines()
+        reference_lines = (tmp_path / "a" / folder / "metrics.jsonl").read_text().splitlines()
+        assert [json.loads(x)["step"] for x in lines] == [3, 6, 9, 12]
+        strip = [{k: v for k, v in json.loads(x).items()} for x in lines]
+        assert strip == [json.loads(x) for x in reference_lines]
 
 
 def test_early_stopping_and_finished_run_is_not_retrained(tmp_path):
     train, valid = synthetic_encoded(64, seed=0), synthetic_encoded(32, seed=1)
     config = TeacherTrainConfig(**{**FAST, "learning_rate": 1e-12, "patience": 1,
                                    "max_epochs": 50})
-    first = train_teacher(tiny_classifier(), train, valid, task="classification",
-                          config=config, output_dir=tmp_path, progress=False)
+    (first,) = train_teacher(tiny_classifier(), train, valid, task="classification",
+                             config=config, output_dir=tmp_path, progress=False)
     assert first.steps == 4  # two evaluations (every 2 steps): the second does not improve
-    again = train_teacher(tiny_classifier(), train, valid, task="classification",
-                          config=config, output_dir=tmp_path, progress=False)
+    (again,) = train_teacher(tiny_classifier(), train, valid, task="classification",
+                             config=config, output_dir=tmp_path, progress=False)
     assert again.steps == first.steps and again.best_step == first.best_step
 
 
@@ -92,9 +103,10 @@ def test_trim_to_length_keeps_outputs():
 def test_regression_teacher_runs(tmp_path):
     train = synthetic_encoded(64, seed=0)
     train = train._replace(labels=train.labels.astype(np.float32))
-    result = train_teacher(tiny_classifier(task="regression"), train, train, task="regression",
-                           config=TeacherTrainConfig(**{**FAST, "max_epochs": 2}),
-                           output_dir=tmp_path, progress=False)
+    (result,) = train_teacher(tiny_classifier(task="regression"), train, train,
+                              task="regression",
+                              config=TeacherTrainConfig(**{**FAST, "max_epochs": 2}),
+                              output_dir=tmp_path, progress=False)
     assert set(result.best_validation) == {"pearson", "rmse"}
 
 

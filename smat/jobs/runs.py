@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from smat import model_store
 from smat.data import (
     Encoded,
     TextDataset,
@@ -25,23 +24,23 @@ from smat.data import (
     take,
     tokenize_with_stats,
 )
-from smat.explainer_store import load_explainer, save_explainer
 from smat.models import from_pretrained, functional, minilm_path
-from smat.run_log import write_json_atomic
-from smat.student import (
+from smat.store import model_store
+from smat.store.explainer_store import load_explainer, save_explainer
+from smat.store.run_log import write_json_atomic
+from smat.training.loop import seed_folders
+from smat.training.student import (
     StudentRows,
     StudentTrainConfig,
     cache_teacher,
     explainer_configs,
     train_student,
-    train_student_seeds,
 )
-from smat.train import (
+from smat.training.teacher import (
     TeacherResult,
     TeacherTrainConfig,
     evaluate,
     train_teacher,
-    train_teacher_seeds,
 )
 
 
@@ -52,12 +51,17 @@ class DataConfig:
     Attributes:
       source: a built-in corpus name ("movie-snippets"), local data file(s) or a Hub id.
       task: "classification" or "regression".
-      text_column / text_pair_column / label_column: columns of a file or Hub source.
+      text_column: the column holding the text in a file or Hub source.
+      text_pair_column: the column of the second text of a pair (premise / hypothesis,
+        source / translation), if any.
+      label_column: the column holding the gold label (class name or number).
       split: the split of a Hub source to read.
       max_len: fixed token length (longer texts are truncated with one warning).
       split_seed: seed of the protocol permutation (teacher and student parts).
       teacher_fraction: share of the rows the teacher trains (and early-stops) on.
-      student_validation_size / student_test_size: the student's held-out parts.
+      student_validation_size: rows of the student's validation part (early stopping).
+      student_test_size: rows of the student's test part (simulability; also the teacher's
+        test split).
     """
 
     source: str = "movie-snippets"
@@ -131,73 +135,44 @@ def run_teacher(
     *,
     data: DataConfig,
     train: TeacherTrainConfig,
+    output_dir: str | Path,
+    seeds: Sequence[int] | None = None,
     model_source: str | None = None,
     pooling: str = "scalar_mix",
-    output_dir: str | Path,
     progress: bool = True,
-) -> dict[str, Any]:
-    """Train (or resume, or reuse) a teacher and report its test metrics.
+) -> list[dict[str, Any]]:
+    """Train (or resume, or reuse) one teacher per seed and report their test metrics.
 
     The test split is the student test split: data the teacher never saw, on which student
-    simulability is later measured. Writes `config.json`, `metrics.jsonl`, checkpoints and
-    the trained model (`model/`) under `output_dir`, and `result.json` last.
+    simulability is later measured. Each seed's run folder (`output_dir` for one seed,
+    ``output_dir/seed{s}`` for several) receives `config.json`, `checkpoints/` (metrics and
+    the resumable loop state), the trained model (`model/`) and `result.json` last; a
+    finished seed is reused. ``train.parallel_seeds`` trains the seeds in one program.
 
     Args:
-      data: data source and splits.
+      data: data source and splits (the same splits for every seed).
       train: teacher hyperparameters.
+      output_dir: run folder.
+      seeds: distinct seeds (default: ``(train.seed,)``); each replaces ``train.seed``.
       model_source: pretrained checkpoint folder or Hub id (default: the offline MiniLM-L6).
       pooling: "scalar_mix" (paper), "cls" or "mean".
-      output_dir: run folder.
       progress: show progress bars.
 
     Returns:
-      The result record (also written to `result.json`): metrics, sizes, seconds.
+      One result record per seed (also written to its `result.json`): metrics, sizes,
+      seconds.
     """
-    output_dir = Path(output_dir)
-    if (output_dir / "result.json").is_file():
-        return json.loads((output_dir / "result.json").read_text())
-    parts, (model,), tokenizer = _teacher_setup(data, train, model_source, pooling,
-                                                 [train.seed], [output_dir])
-    result = train_teacher(model, parts.teacher_train, parts.teacher_validation,
-                           task=data.task, config=train, output_dir=output_dir / "checkpoints",
-                           progress=progress)
-    return _finish_teacher(output_dir, data, parts, model, tokenizer, result)
-
-
-def run_teacher_seeds(
-    *,
-    data: DataConfig,
-    train: TeacherTrainConfig,
-    seeds: Sequence[int],
-    model_source: str | None = None,
-    pooling: str = "scalar_mix",
-    output_dir: str | Path,
-    progress: bool = True,
-) -> list[dict[str, Any]]:
-    """Teachers of several seeds trained in one vmapped program (``train_teacher_seeds``).
-
-    Each seed gets the folder ``output_dir/seed{s}`` of a :func:`run_teacher` run (its own
-    initial head, batch order, dropout and early stopping; the same data splits). Finished
-    seeds are reused; the others train together from the start (no mid-run checkpoints).
-
-    Args:
-      data / train / model_source / pooling / progress: as :func:`run_teacher`.
-      seeds: distinct seeds (``train.seed`` is replaced by each).
-      output_dir: parent folder of the per-seed run folders.
-
-    Returns:
-      One result record per seed, in order.
-    """
-    folders = [Path(output_dir) / f"seed{seed}" for seed in seeds]
+    seeds = (train.seed,) if seeds is None else tuple(seeds)
+    folders = seed_folders(output_dir, seeds)
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
         parts, models, tokenizer = _teacher_setup(data, train, model_source, pooling,
                                                   [seeds[i] for i in todo],
                                                   [folders[i] for i in todo])
-        results = train_teacher_seeds(models, parts.teacher_train, parts.teacher_validation,
-                                      task=data.task, config=train,
-                                      seeds=[seeds[i] for i in todo],
-                                      output_dir=Path(output_dir), progress=progress)
+        results = train_teacher(models, parts.teacher_train, parts.teacher_validation,
+                                task=data.task, config=train, seeds=[seeds[i] for i in todo],
+                                output_dir=[folders[i] / "checkpoints" for i in todo],
+                                progress=progress)
         for i, model, result in zip(todo, models, results, strict=True):
             _finish_teacher(folders[i], data, parts, model, tokenizer, result)
     return [json.loads((folder / "result.json").read_text()) for folder in folders]
@@ -275,75 +250,49 @@ def run_student(
     *,
     config: StudentTrainConfig,
     num_examples: int,
-    output_dir: str | Path,
+    output_dir: str | Path | Sequence[str | Path],
+    seeds: Sequence[int] | None = None,
     progress: bool = True,
-) -> dict[str, Any]:
-    """Train one student of a trained teacher and report its simulability (resumable).
+) -> list[dict[str, Any]]:
+    """Train one student per seed of a trained teacher and report their simulability.
 
-    The student is initialised from the teacher's *pretrained* checkpoint (not its fine-tuned
+    Students are initialised from the teacher's *pretrained* checkpoint (not its fine-tuned
     weights) and trained on the first `num_examples` rows of the student pool of the
-    teacher's data split. A SMaT run also saves the learned teacher explainer under
-    ``output_dir/explainer`` (load it with :func:`smat.load_explainer`).
+    teacher's data split. Each seed's run folder receives `config.json`, `checkpoints/`
+    (resumable), `result.json` last, and for SMaT the learned teacher explainer under
+    ``explainer/`` (load it with :func:`smat.load_explainer`); a finished seed is reused.
+    ``config.parallel_seeds`` trains the seeds in one program.
 
     Args:
       teacher_dir: a folder written by :func:`run_teacher` / `smat train-teacher`.
-      config: explainer setting, seed and hyperparameters.
+      config: explainer setting and hyperparameters.
       num_examples: student training size.
-      output_dir: run folder (``result.json`` marks it finished).
+      output_dir: run folder (itself for one seed, ``seed{s}`` inside for several), or one
+        folder per seed.
+      seeds: distinct seeds (default: ``(config.seed,)``); each replaces ``config.seed``.
       progress: show progress bars.
 
     Returns:
-      The result record: test and validation simulability, steps, seconds, and for SMaT the
-      learned head weights.
+      One result record per seed: test and validation simulability, steps, seconds, and
+      for SMaT the learned head weights.
 
     Raises:
       FileNotFoundError: `teacher_dir` is not a finished teacher run.
-      ValueError: `num_examples` larger than the student pool.
+      ValueError: `num_examples` larger than the student pool, or a folder count that
+        differs from the seed count.
     """
-    output_dir = Path(output_dir)
-    if (output_dir / "result.json").is_file():
-        return json.loads((output_dir / "result.json").read_text())
-    inputs = _student_inputs(teacher_dir, config, num_examples, [output_dir])
-    student = inputs.new_student(config.seed)
-    result = train_student(student, *inputs.rows, task=inputs.task, config=config,
-                           output_dir=output_dir / "checkpoints", progress=progress)
-    return _finish_student(output_dir, inputs, config, num_examples, result)
-
-
-def run_student_seeds(
-    teacher_dir: str | Path,
-    *,
-    config: StudentTrainConfig,
-    seeds: Sequence[int],
-    num_examples: int,
-    output_dirs: Sequence[str | Path],
-    progress: bool = True,
-) -> list[dict[str, Any]]:
-    """Students of several seeds trained in one vmapped program (``train_student_seeds``).
-
-    Each seed's folder receives what :func:`run_student` writes for it. Finished seeds are
-    reused; the others train together from the start (no mid-run checkpoints).
-
-    Args:
-      teacher_dir / num_examples / progress: as :func:`run_student`.
-      config: explainer setting and hyperparameters (``config.seed`` is replaced).
-      seeds: distinct seeds.
-      output_dirs: one run folder per seed.
-
-    Returns:
-      One result record per seed, in order.
-    """
-    folders = [Path(folder) for folder in output_dirs]
-    if len(folders) != len(seeds):
-        raise ValueError(f"one output folder per seed: got {len(folders)} for seeds {seeds}")
+    seeds = (config.seed,) if seeds is None else tuple(seeds)
+    folders = seed_folders(output_dir, seeds)
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
         todo_seeds = [seeds[i] for i in todo]
         inputs = _student_inputs(teacher_dir, config, num_examples, [folders[i] for i in todo],
                                  seeds=todo_seeds)
-        results = train_student_seeds([inputs.new_student(seed) for seed in todo_seeds],
-                                      *inputs.rows, task=inputs.task, config=config,
-                                      seeds=todo_seeds, progress=progress)
+        results = train_student([inputs.new_student(seed) for seed in todo_seeds],
+                                *inputs.rows, task=inputs.task, config=config,
+                                seeds=todo_seeds,
+                                output_dir=[folders[i] / "checkpoints" for i in todo],
+                                progress=progress)
         for i, seed, result in zip(todo, todo_seeds, results, strict=True):
             _finish_student(folders[i], inputs, dataclasses.replace(config, seed=seed),
                             num_examples, result)
@@ -358,8 +307,7 @@ class _StudentInputs(NamedTuple):
 
 
 def _student_inputs(teacher_dir: str | Path, config: StudentTrainConfig, num_examples: int,
-                    folders: Sequence[Path], *,
-                    seeds: Sequence[int] | None = None) -> _StudentInputs:
+                    folders: Sequence[Path], *, seeds: Sequence[int]) -> _StudentInputs:
     """The teacher's cached outputs over the student splits; `config.json` per run folder."""
     teacher_dir = Path(teacher_dir)
     if not (teacher_dir / "result.json").is_file():
@@ -367,7 +315,7 @@ def _student_inputs(teacher_dir: str | Path, config: StudentTrainConfig, num_exa
                                 "train one with `smat train-teacher --output-dir DIR`")
     teacher_config = json.loads((teacher_dir / "config.json").read_text())
     data = DataConfig(**teacher_config["data"])
-    for folder, seed in zip(folders, seeds or [config.seed] * len(folders), strict=True):
+    for folder, seed in zip(folders, seeds, strict=True):
         write_json_atomic(folder / "config.json", {
             "teacher_dir": str(teacher_dir), "num_examples": num_examples,
             "student": dataclasses.asdict(dataclasses.replace(config, seed=seed))})

@@ -3,7 +3,7 @@
 The teacher is fixed, so everything it contributes is computed once per example and cached
 next to the student's inputs (DESIGN 4): its logits (the targets of L_sim), its query-pooled
 attention logits (the input of a learned SMaT or static attention explainer) or its static
-gradient explanation scores. The jitted :data:`smat.scaffold.scaffold_step` then reads the
+gradient explanation scores. The jitted :data:`smat.training.scaffold.scaffold_step` then reads the
 cache instead of re-running the teacher (``benchmarks/meta_step.py`` measures the saving).
 
 Settings (paper §5): ``none`` (beta = 0), static teacher explainers ``gradient`` (Gradient
@@ -25,22 +25,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from smat import scaffold
 from smat.data import Encoded, iterate_batches
-from smat.evaluation.task_metrics import primary_metric, task_metrics
-from smat.explain import static_scores
 from smat.explainers import attention
-from smat.loop import check_seeds, fit, fit_seeds
 from smat.models import functional
+from smat.models.inference import pad_rows, predict_logits, predictions_from_logits, trim_to_length
 from smat.parallel import resolve_mesh, shard_batch
-from smat.train import pad_rows, predict_logits, predictions_from_logits, trim_to_length
-
-SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
-            "attention_last", "smat")
-# Paper §5: beta = 5 for attention explainers, 0.2 for gradient explainers, 0 without.
-DEFAULT_BETA = {"none": 0.0, "gradient": 0.2, "input_x_gradient": 0.2,
-                "integrated_gradients": 0.2, "attention_all": 5.0, "attention_last": 5.0,
-                "smat": 5.0}
+from smat.registry import DEFAULT_BETA, STUDENT_SETTINGS, static_scores
+from smat.training import scaffold
+from smat.training.loop import LoopSettings, check_seeds, fit, seed_folders, stack_seeds
+from smat.training.task_metrics import primary_metric, task_metrics
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -48,16 +41,22 @@ class StudentTrainConfig:
     """How one student is trained (DESIGN 4 defaults).
 
     Attributes:
-      explainer: the teacher-explainer setting, one of :data:`SETTINGS`.
+      explainer: the teacher-explainer setting, one of
+        :data:`smat.registry.STUDENT_SETTINGS`.
       beta: explanation-loss weight; None takes the paper's value for the setting.
       batch_size: student batch (and validation batch of the outer step).
-      max_epochs / patience / evals_per_epoch: early stopping on validation simulability.
+      max_epochs: upper bound on passes over the student's training examples.
+      patience: stop after this many evaluations without better validation simulability.
+      evals_per_epoch: validation evaluations per epoch (>= 1).
       seed: student head init, data order, dropout and validation-batch draws.
       meta_interval: run the pilot + outer update every this many steps (SMaT only).
-      inner_learning_rate / outer_learning_rate: SGD and Adam learning rates.
+      inner_learning_rate: SGD learning rate of the student (and its explainer).
+      outer_learning_rate: Adam learning rate of the SMaT head coefficients.
       normalizer: NORMALIZE of the SMaT teacher explainer (Eq. 11).
       ig_steps: quadrature nodes of the integrated-gradients teacher explainer.
       length_multiple: batches are cut to their longest sequence rounded up to this.
+      parallel_seeds: train several seeds in one vmapped program instead of one after
+        another (same results; faster on accelerators).
     """
 
     explainer: str = "smat"
@@ -73,11 +72,12 @@ class StudentTrainConfig:
     normalizer: str = "sparsemax"
     ig_steps: int = 50
     length_multiple: int = 16
+    parallel_seeds: bool = False
 
     def __post_init__(self) -> None:
-        if self.explainer not in SETTINGS:
+        if self.explainer not in STUDENT_SETTINGS:
             raise ValueError(f"StudentTrainConfig.explainer={self.explainer!r}; expected one of "
-                             f"{SETTINGS}")
+                             f"{STUDENT_SETTINGS}")
         for name in ("batch_size", "max_epochs", "patience", "evals_per_epoch", "ig_steps",
                      "length_multiple", "meta_interval"):
             if getattr(self, name) < 1:
@@ -85,6 +85,12 @@ class StudentTrainConfig:
                                  f"{getattr(self, name)!r}")
         if self.beta is not None and self.beta < 0:
             raise ValueError(f"StudentTrainConfig.beta must be >= 0, got {self.beta}")
+
+    @property
+    def loop(self) -> LoopSettings:
+        """The training loop's settings."""
+        return LoopSettings(self.batch_size, self.max_epochs, self.patience,
+                            self.evals_per_epoch)
 
     @property
     def resolved_beta(self) -> float:
@@ -135,7 +141,8 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
     Args:
       graphdef, params: the teacher (``smat.models.functional.split``).
       data: the student's tokenized examples.
-      setting: one of :data:`SETTINGS`; decides which explanation is cached.
+      setting: one of :data:`smat.registry.STUDENT_SETTINGS`; decides which explanation is
+        cached.
       ig_steps: quadrature nodes for ``integrated_gradients``.
       batch_size: rows per teacher call (a multiple of the mesh's devices).
       mesh: data parallelism (:mod:`smat.parallel`); None uses the ambient mesh, if any.
@@ -155,7 +162,7 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
         logits.append(np.asarray(batch_logits)[:rows])
         if setting == "smat":
             features.append(np.asarray(pooled)[:rows])
-        elif setting != "none":  # a static teacher explainer (smat.explain, paper §5)
+        elif setting != "none":  # a static teacher explainer (smat.jobs.explain, paper §5)
             scores.append(np.asarray(static_scores(*args, name=setting,
                                                    ig_steps=ig_steps))[:rows])
     n = len(data.labels)
@@ -312,127 +319,81 @@ def _best_of(state: scaffold.ScaffoldState) -> dict:
 
 
 def train_student(
-    model: nnx.Module,
+    models: nnx.Module | Sequence[nnx.Module],
     train: StudentRows,
     validation: StudentRows,
     test: StudentRows,
     *,
     task: str,
     config: StudentTrainConfig,
-    output_dir: str | Path,
-    progress: bool = True,
-    mesh: jax.sharding.Mesh | None = None,
-) -> StudentResult:
-    """Train `model` to simulate the teacher whose outputs are cached in the rows.
-
-    Early-stops on validation simulability (agreement with the teacher's predictions,
-    Eq. 1); reports test simulability of the best student; resumable like the teacher loop.
-
-    Args:
-      model: the student ``SequenceClassifier`` (initialised from the pretrained encoder).
-      train, validation, test: student splits from :func:`cache_teacher`.
-      task: "classification" or "regression".
-      config: the setting and its hyperparameters.
-      output_dir: run folder (``metrics.jsonl``, ``last/``).
-      progress: show a progress bar.
-      mesh: data parallelism (:mod:`smat.parallel`): train and validation batches sharded
-        over the mesh's devices, the SMaT state replicated; None uses the ambient mesh.
-
-    Returns:
-      :class:`StudentResult` (the learned SMaT head coefficients when setting is "smat").
-
-    Raises:
-      ValueError: a setting whose cached teacher fields are missing from the rows.
-    """
-    setup = _setup(model, train, task=task, config=config)
-    mesh = resolve_mesh(mesh)
-    simulability = functools.partial(_simulability, setup.graphdef, task=task, config=config,
-                                     mesh=mesh)
-
-    def step(state, rows):
-        (train_batch,), (valid_batch,) = _step_batches([rows], validation, seeds=[config.seed],
-                                                       step=int(state.step), config=config)
-        if mesh is not None and setup.learned:
-            valid_batch = shard_batch(valid_batch, mesh)
-        return scaffold.scaffold_step(state, train_batch, valid_batch if setup.learned else None,
-                                      config=setup.step_config, functions=setup.functions)
-
-    result = fit(
-        _init_state(setup, model, config.seed), step, train,
-        prepare=lambda rows: _trim_rows(rows, config.length_multiple),
-        evaluate=lambda s: simulability(s.student_params, validation),
-        metric=primary_metric(task), best_of=_best_of,
-        batch_size=config.batch_size, max_epochs=config.max_epochs, patience=config.patience,
-        evals_per_epoch=config.evals_per_epoch, seed=config.seed, output_dir=output_dir,
-        progress=progress, desc=f"student[{config.explainer}]", mesh=mesh,
-    )
-    best = result.best
-    return StudentResult(best["student"], best["teacher_explainer"], result.best_scores,
-                         simulability(best["student"], test), result.best_step, result.steps,
-                         result.seconds)
-
-
-def train_student_seeds(
-    models: Sequence[nnx.Module],
-    train: StudentRows,
-    validation: StudentRows,
-    test: StudentRows,
-    *,
-    task: str,
-    config: StudentTrainConfig,
-    seeds: Sequence[int],
-    output_dir: str | Path | None = None,
+    output_dir: str | Path | Sequence[str | Path],
+    seeds: Sequence[int] | None = None,
     progress: bool = True,
     mesh: jax.sharding.Mesh | None = None,
 ) -> list[StudentResult]:
-    """Students of several seeds trained in one program: the SMaT step vmapped over seeds.
+    """Train one student per seed to simulate the teacher whose outputs are cached in the rows.
 
-    Seed ``seeds[i]`` follows :func:`train_student` with ``config.seed = seeds[i]`` from
-    ``models[i]``: its own batch order, dropout key, validation draws, early stopping and
-    best parameters (:func:`smat.loop.fit_seeds`). Not resumable (no checkpoints).
+    Each seed early-stops on validation simulability (agreement with the teacher's
+    predictions, Eq. 1) with its own batch order, dropout key and validation draws, and
+    reports the test simulability of its best student. With ``config.parallel_seeds`` the
+    seeds step together in one program (the SMaT step over a leading seed axis), otherwise
+    one after another; both give the same results. Resumable like the teacher
+    (:func:`smat.training.loop.fit`): one seed uses `output_dir`, several
+    ``output_dir/seed{s}``.
 
     Args:
-      models: one student per seed, all of the same architecture.
-      train, validation, test: student splits from :func:`cache_teacher` (shared).
-      task / config / progress: as :func:`train_student` (``config.seed`` is replaced).
-      seeds: distinct non-negative seeds, one per model.
-      output_dir: if given, ``seed{s}/metrics.jsonl`` per seed.
-      mesh: batches sharded on their example axis, states replicated; None: ambient mesh.
+      models: one student ``SequenceClassifier`` per seed (initialised from the pretrained
+        encoder), all of one architecture; a single module for a single seed.
+      train, validation, test: student splits from :func:`cache_teacher` (shared by seeds).
+      task: "classification" or "regression".
+      config: the setting and its hyperparameters; ``config.seed`` is the seed when
+        `seeds` is None.
+      output_dir: run folder, or one folder per seed.
+      seeds: distinct non-negative seeds, one per model (default: ``(config.seed,)``).
+      progress: show a progress bar.
+      mesh: data parallelism (:mod:`smat.parallel`): train and validation batches sharded
+        over the mesh's devices, the SMaT states replicated; None uses the ambient mesh.
 
     Returns:
-      One :class:`StudentResult` per seed; ``seconds`` is the shared wall time.
+      One :class:`StudentResult` per seed (with the learned SMaT head coefficients when the
+      setting is "smat").
 
     Raises:
-      ValueError: no seeds, repeated or negative seeds, a model count that differs from the
-        seed count, or a setting whose cached teacher fields are missing.
+      ValueError: repeated or negative seeds, a model count that differs from the seed
+        count, or a setting whose cached teacher fields are missing from the rows.
     """
-    seeds = list(check_seeds(seeds, len(models)))
+    models = [models] if isinstance(models, nnx.Module) else list(models)
+    seeds = list(check_seeds((config.seed,) if seeds is None else seeds, len(models)))
     setup = _setup(models[0], train, task=task, config=config)
     mesh = resolve_mesh(mesh)
     simulability = functools.partial(_simulability, setup.graphdef, task=task, config=config,
                                      mesh=mesh)
-    states = [_init_state(setup, model, seed) for model, seed in zip(models, seeds, strict=True)]
+    folders = seed_folders(output_dir, seeds)
+    groups = [range(len(seeds))] if config.parallel_seeds else [[i] for i in range(len(seeds))]
+    results = []
+    for group in groups:
+        group_seeds = [seeds[i] for i in group]
 
-    def stack(rows, step):
-        train_batches, valid_batches = _step_batches(rows, validation, seeds=seeds, step=step,
-                                                     config=config)
+        def stack(rows, step, group_seeds=group_seeds):
+            train_batches, valid_batches = _step_batches(rows, validation, seeds=group_seeds,
+                                                         step=step, config=config)
 
-        def stacked(batches):
-            return {key: np.stack([b[key] for b in batches]) for key in batches[0]}
+            def stacked(batches):
+                return {key: np.stack([b[key] for b in batches]) for key in batches[0]}
 
-        return stacked(train_batches), stacked(valid_batches) if setup.learned else None
+            return stacked(train_batches), stacked(valid_batches) if setup.learned else None
 
-    def step(states, batch):
-        return scaffold.scaffold_seed_step(states, *batch, config=setup.step_config,
-                                           functions=setup.functions)
+        def step(states, batch):
+            return scaffold.scaffold_seed_step(states, *batch, config=setup.step_config,
+                                               functions=setup.functions)
 
-    results = fit_seeds(
-        jax.tree.map(lambda *leaves: jnp.stack(leaves), *states), step, [train] * len(seeds),
-        stack=stack, evaluate=lambda i, s: simulability(s.student_params, validation),
-        metric=primary_metric(task), best_of=_best_of, batch_size=config.batch_size,
-        max_epochs=config.max_epochs, patience=config.patience,
-        evals_per_epoch=config.evals_per_epoch, seeds=seeds, output_dir=output_dir,
-        progress=progress, desc=f"students[{config.explainer}]", mesh=mesh)
+        results += fit(
+            stack_seeds([_init_state(setup, models[i], seeds[i]) for i in group]), step,
+            [train] * len(group), stack=stack,
+            evaluate=lambda k, state: simulability(state.student_params, validation),
+            metric=primary_metric(task), best_of=_best_of, settings=config.loop,
+            seeds=group_seeds, output_dirs=[folders[i] for i in group], progress=progress,
+            desc=f"student[{config.explainer}]", mesh=mesh)
     return [StudentResult(r.best["student"], r.best["teacher_explainer"], r.best_scores,
                           simulability(r.best["student"], test), r.best_step, r.steps,
                           r.seconds) for r in results]

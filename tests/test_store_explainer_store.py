@@ -3,10 +3,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from smat.explainer_store import load_explainer, save_explainer
 from smat.explainers import AttentionExplainerConfig, pool_attention, to_distribution
 from smat.explainers.attention import AttentionExplainerParams
 from smat.models import functional
+from smat.store.explainer_store import load_explainer, save_explainer
 from tests.helpers import synthetic_encoded, tiny_classifier
 
 

@@ -4,15 +4,14 @@ import jax
 import numpy as np
 import pytest
 
-import smat.scaffold
+import smat.training.scaffold
 from smat.models import functional
-from smat.student import (
-    DEFAULT_BETA,
-    SETTINGS,
+from smat.registry import DEFAULT_BETA
+from smat.registry import STUDENT_SETTINGS as SETTINGS
+from smat.training.student import (
     StudentTrainConfig,
     cache_teacher,
     train_student,
-    train_student_seeds,
 )
 from tests.helpers import synthetic_encoded, tiny_classifier
 
@@ -47,9 +46,10 @@ def test_cache_teacher_fields(teacher, setting):
 @pytest.mark.parametrize("setting", ["none", "attention_all", "gradient", "smat"])
 def test_student_trains_and_reports_simulability(teacher, setting, tmp_path):
     train, valid, test = (_rows(teacher, setting, n, s) for n, s in ((64, 0), (32, 1), (32, 2)))
-    result = train_student(tiny_classifier(seed=5), train, valid, test, task="classification",
-                           config=StudentTrainConfig(explainer=setting, **FAST),
-                           output_dir=tmp_path, progress=False)
+    (result,) = train_student(tiny_classifier(seed=5), train, valid, test,
+                              task="classification",
+                              config=StudentTrainConfig(explainer=setting, **FAST),
+                              output_dir=tmp_path, progress=False)
     assert result.steps == 8
     assert 0.0 <= result.test["accuracy"] <= 1.0 and "macro_f1" in result.test
     if setting == "smat":  # the outer step moved the head coefficients away from uniform
@@ -69,13 +69,21 @@ def test_unknown_setting_and_missing_cache(teacher, tmp_path):
                       progress=False)
 
 
-def test_smat_student_resumes_to_identical_parameters(teacher, tmp_path, monkeypatch):
+@pytest.mark.parametrize("seeds,parallel", [((5,), False), ((5, 6), True), ((5, 6), False)])
+def test_smat_student_resumes_to_identical_parameters(seeds, parallel, teacher, tmp_path,
+                                                      monkeypatch):
+    """Killed after a checkpoint, rerun: bit-identical students and head coefficients, for
+    one seed and for two (vmapped or one after another)."""
     train, valid = _rows(teacher, "smat", 64, 0), _rows(teacher, "smat", 32, 1)
-    config = StudentTrainConfig(explainer="smat", **FAST)
-    reference = train_student(tiny_classifier(seed=5), train, valid, valid,
-                              task="classification", config=config,
-                              output_dir=tmp_path / "a", progress=False)
-    real_step, calls = smat.scaffold.scaffold_step, {"n": 0}
+    config = StudentTrainConfig(explainer="smat", parallel_seeds=parallel, **FAST)
+
+    def run(folder):
+        return train_student([tiny_classifier(seed=s) for s in seeds], train, valid, valid,
+                             task="classification", config=config, seeds=seeds,
+                             output_dir=folder, progress=False)
+
+    reference = run(tmp_path / "a")
+    real_step, calls = smat.training.scaffold.scaffold_seed_step, {"n": 0}
 
     def dying_step(*args, **kwargs):
         calls["n"] += 1
@@ -83,19 +91,17 @@ def test_smat_student_resumes_to_identical_parameters(teacher, tmp_path, monkeyp
             raise KeyboardInterrupt
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(smat.scaffold, "scaffold_step", dying_step)
+    monkeypatch.setattr(smat.training.scaffold, "scaffold_seed_step", dying_step)
     with pytest.raises(KeyboardInterrupt):
-        train_student(tiny_classifier(seed=5), train, valid, valid, task="classification",
-                      config=config, output_dir=tmp_path / "b", progress=False)
-    monkeypatch.setattr(smat.scaffold, "scaffold_step", real_step)
-    resumed = train_student(tiny_classifier(seed=5), train, valid, valid,
-                            task="classification", config=config, output_dir=tmp_path / "b",
-                            progress=False)
-    for a, b in zip(jax.tree.leaves((reference.student_params,
-                                     reference.teacher_explainer_params)),
-                    jax.tree.leaves((resumed.student_params, resumed.teacher_explainer_params)),
-                    strict=True):
-        np.testing.assert_array_equal(a, b)
+        run(tmp_path / "b")
+    monkeypatch.setattr(smat.training.scaffold, "scaffold_seed_step", real_step)
+    resumed = run(tmp_path / "b")
+    for got, want in zip(resumed, reference, strict=True):
+        assert (got.steps, got.best_step, got.test) == (want.steps, want.best_step, want.test)
+        for a, b in zip(jax.tree.leaves((want.student_params, want.teacher_explainer_params)),
+                        jax.tree.leaves((got.student_params, got.teacher_explainer_params)),
+                        strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("setting", ["smat", "gradient"])
@@ -104,12 +110,13 @@ def test_students_of_several_seeds_in_one_program_equal_separate_runs(teacher, s
     train, valid, test = (_rows(teacher, setting, n, s) for n, s in ((64, 0), (32, 1), (32, 2)))
     config = StudentTrainConfig(explainer=setting, **{**FAST, "meta_interval": 2})
     seeds = (3, 4)
-    alone = [train_student(tiny_classifier(seed=10 + s), train, valid, test,
-                           task="classification", config=dataclasses.replace(config, seed=s),
-                           output_dir=tmp_path / f"seed{s}", progress=False) for s in seeds]
-    together = train_student_seeds([tiny_classifier(seed=10 + s) for s in seeds], train, valid,
-                                   test, task="classification", config=config, seeds=seeds,
-                                   output_dir=tmp_path / "vmap", progress=False)
+    alone = train_student([tiny_classifier(seed=10 + s) for s in seeds], train, valid, test,
+                          task="classification", config=config, seeds=seeds,
+                          output_dir=tmp_path, progress=False)
+    together = train_student([tiny_classifier(seed=10 + s) for s in seeds], train, valid, test,
+                             task="classification",
+                             config=dataclasses.replace(config, parallel_seeds=True),
+                             seeds=seeds, output_dir=tmp_path / "vmap", progress=False)
     for one, other in zip(alone, together, strict=True):
         assert (other.best_step, other.steps) == (one.best_step, one.steps)
         assert other.test == pytest.approx(one.test)
@@ -123,5 +130,5 @@ def test_students_of_several_seeds_in_one_program_equal_separate_runs(teacher, s
     logged = (tmp_path / "vmap" / "seed3" / "metrics.jsonl").read_text().splitlines()
     assert len(logged) == len((tmp_path / "seed3" / "metrics.jsonl").read_text().splitlines())
     with pytest.raises(ValueError, match="one model per seed"):
-        train_student_seeds([tiny_classifier()], train, valid, test, task="classification",
-                            config=config, seeds=seeds)
+        train_student([tiny_classifier()], train, valid, test, task="classification",
+                      config=config, seeds=seeds, output_dir=tmp_path / "bad")

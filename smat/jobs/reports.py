@@ -1,7 +1,7 @@
 """Faithfulness, agreement and plausibility of explainers on a trained model, as reports.
 
 The jobs behind ``smat faithfulness``, ``smat agreement`` and ``smat plausibility``: explain
-a data set with :func:`smat.explain.explain_data` (one jitted call per batch and explainer),
+a data set with :func:`smat.jobs.explain.explain_data` (one jitted call per batch and explainer),
 then run the batched metrics of this package and summarise them per explainer (DESIGN 5).
 
 * faithfulness: ERASER comprehensiveness / sufficiency (:mod:`.faithfulness`), mean with a
@@ -26,7 +26,6 @@ import jax
 import numpy as np
 from jax.tree_util import Partial
 
-from smat import model_store
 from smat.data import (
     Encoded,
     RationaleDataset,
@@ -53,9 +52,10 @@ from smat.evaluation.plausibility import (
     word_level_scores,
 )
 from smat.evaluation.statistics import bootstrap_ci, holm_bonferroni, wilcoxon_greater
-from smat.explain import explain_data
+from smat.jobs.explain import explain_data
+from smat.jobs.runs import DataConfig, load_examples, protocol_data
 from smat.models import functional
-from smat.pipeline import DataConfig, load_examples, protocol_data
+from smat.store import model_store
 
 __all__ = [
     "agreement_report",
@@ -76,7 +76,7 @@ def held_out_split(trained: model_store.TrainedModel, *,
     from; the split is rebuilt from them, so the teacher never trained on these rows.
 
     Args:
-      trained: a model saved by ``smat train-teacher`` (``smat.model_store.load``).
+      trained: a model saved by ``smat train-teacher`` (``smat.store.model_store.load``).
       num_examples: keep the first N rows (default: all).
 
     Raises:
@@ -126,7 +126,7 @@ def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
     Args:
       trained: a classification model.
       data: tokenized examples.
-      explainers: names of :data:`smat.explain.STATIC_EXPLAINERS` or saved learned explainers.
+      explainers: registry names (:mod:`smat.registry`) or saved learned explainers.
       bins: fractions of tokens in (0, 1].
       replacement: "mask" ([MASK] id) or "pad" (PAD id).
       ig_steps: integrated-gradients steps.
@@ -186,7 +186,7 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
       explainers: two or more explainer names or saved learned explainers.
       metrics: keys of :data:`AGREEMENT_METRICS`.
       top_k: tokens compared by the top-k overlap rate.
-      ig_steps / batch_size: as in :func:`smat.explain.explain_data`.
+      ig_steps / batch_size: as in :func:`smat.jobs.explain.explain_data`.
       plot_dir: if given, write ``agreement_{metric}.png`` heatmaps there.
 
     Returns:
@@ -265,7 +265,7 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
       explainers: explainer names or saved learned explainers.
       max_len: token length (default: the model's); at most its position embeddings.
       top_k: words selected for the F1 metrics (default: mean rationale length).
-      ig_steps / batch_size: as in :func:`smat.explain.explain_data`.
+      ig_steps / batch_size: as in :func:`smat.jobs.explain.explain_data`.
 
     Returns:
       ``{"explainers": {name: {"roc_auc", "average_precision", "token_f1", "iou_f1",

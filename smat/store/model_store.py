@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 
 from flax import nnx
 
-from smat import checkpoint
 from smat.models import SequenceClassifier, TextConfig, ViTConfig, functional
-from smat.run_log import write_json_atomic
+from smat.store import checkpoint
+from smat.store.run_log import write_json_atomic
 
 _CONFIG_TYPES = {"text": TextConfig, "vit": ViTConfig}
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from smat import model_store
 from smat.data import tokenize_texts
 from smat.models import functional
-from smat.train import predict_logits
+from smat.models.inference import predict_logits
+from smat.store import model_store
 
 
 def predict_texts(model_dir: str | Path, texts: Sequence[str], *,
@@ -19,7 +19,7 @@ def predict_texts(model_dir: str | Path, texts: Sequence[str], *,
     """Label (or score) each text with the model saved in `model_dir`.
 
     Args:
-      model_dir: a folder written by `smat train-teacher` (or `smat.model_store.save`).
+      model_dir: a folder written by `smat train-teacher` (or `smat.store.model_store.save`).
       texts: the inputs; longer than the model's max_len are truncated with one warning.
       batch_size: rows per forward pass.
 

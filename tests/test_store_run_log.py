@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from smat.run_log import MetricsWriter, check_finite, mean_metrics, write_json_atomic
+from smat.store.run_log import MetricsWriter, check_finite, mean_metrics, write_json_atomic
 
 
 def test_check_finite_names_metric_and_steps():

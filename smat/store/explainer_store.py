@@ -24,7 +24,6 @@ import jax
 import numpy as np
 from jax.typing import ArrayLike
 
-from smat import checkpoint
 from smat.explainers import (
     AttentionExplainerConfig,
     AttentionExplainerParams,
@@ -32,7 +31,8 @@ from smat.explainers import (
     head_weights,
 )
 from smat.explainers import apply as apply_attention_explainer
-from smat.run_log import write_json_atomic
+from smat.store import checkpoint
+from smat.store.run_log import write_json_atomic
 
 
 class LoadedExplainer(NamedTuple):
@@ -74,7 +74,7 @@ def load_explainer(path: str | Path) -> LoadedExplainer:
     path = Path(path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path} holds no saved explainer (no config.json); save one with "
-                                "smat.explainer_store.save_explainer or `smat train-student`")
+                                "smat.store.explainer_store.save_explainer or `smat train-student`")
     config = AttentionExplainerConfig(**json.loads((path / "config.json").read_text()))
     target = {"phi": jax.ShapeDtypeStruct((config.num_coefficients,), np.float32)}
     restored, _ = checkpoint.restore(path / "params", target=target)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import f1_score
 
-from smat.evaluation.task_metrics import (
+from smat.training.task_metrics import (
     accuracy,
     macro_f1,
     pearson,

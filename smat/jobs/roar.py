@@ -10,14 +10,14 @@ The procedure of Madsen et al. (2022, §3, DESIGN 5), top to bottom:
    ROAR ranks them, at ratio r_i, by the importance from the model retrained at r_{i-1}
    on the data masked at r_{i-1}, already-masked tokens first (they stay masked);
 4. at every ratio a fresh model starts from the seed's initial checkpoint and is trained
-   with :func:`smat.train.train_teacher` (early stopping on the *masked* validation split),
-   then scored on the masked test split.
+   with :func:`smat.training.teacher.train_teacher` (early stopping on the *masked*
+   validation split), then scored on the masked test split.
 
 Every cell (data set, model, explainer, seed, ratio, recursive, settings hash) is one
 folder whose ``result.json`` is written atomically last; the masks, and the importance a
 later cell needs, are saved beside it. A killed run resumes: finished cells are read
 back, the unfinished one resumes from its training checkpoint (with ``parallel_seeds`` the
-seeds of a cell train together in one vmapped program, which restarts as a whole).
+seeds of a cell train together in one vmapped program, resumable as well).
 
     smat roar --recursive --explainers attention gradient input_x_gradient \\
         --ratios 0:100:20 --seeds 3 --preset small --output-dir runs/roar
@@ -39,7 +39,7 @@ import numpy as np
 from flax import nnx
 
 import baselines
-from smat import checkpoint
+from smat import registry
 from smat.data import Encoded, iterate_batches, take, train_validation_test_split
 from smat.evaluation.roar import (
     check_ratios,
@@ -50,20 +50,21 @@ from smat.evaluation.roar import (
     roar_mask,
     summarize_faithfulness,
 )
-from smat.explain import static_scores
+from smat.jobs.runs import DataConfig, load_examples
 from smat.models import SequenceClassifier, from_pretrained, functional, minilm_path
-from smat.pipeline import DataConfig, load_examples
-from smat.run_log import write_json_atomic
-from smat.train import (
+from smat.models.inference import pad_rows, trim_to_length
+from smat.store import checkpoint
+from smat.store.run_log import write_json_atomic
+from smat.training.loop import checkpoint_dir
+from smat.training.teacher import (
     TeacherTrainConfig,
     evaluate,
-    pad_rows,
     train_teacher,
-    train_teacher_seeds,
-    trim_to_length,
 )
 
-EXPLAINERS = ("attention", "gradient", "input_x_gradient", "integrated_gradients")
+# Every registry explainer but "random" (the baseline every run shares), by name or alias;
+# Madsen et al. call all-layer attention "attention".
+EXPLAINERS = tuple(sorted({*registry.ALIASES, *registry.STATIC} - {"random"}))
 """Importance measures ROAR can evaluate (the random baseline is always included)."""
 
 SHARED = ("unmasked", "all-masked", "random")  # cell slots shared by every explainer
@@ -87,7 +88,7 @@ class RoarConfig:
         for sentiment — or "pearson" for regression).
       min_denominator: Eq. 3 is undefined below this denominator.
       parallel_seeds: train the seeds' models of each cell in one program, vmapped over
-        seeds (:func:`smat.train.train_teacher_seeds`); same results as one after another,
+        seeds (``TeacherTrainConfig.parallel_seeds``); same results as one after another,
         faster where a device has room for several small models (GPU), not on 2 CPU cores.
     """
 
@@ -189,20 +190,14 @@ def load_preset_model(preset: str, *, task: str, num_labels: int, seed: int,
 # ------------------------------------------------------------------ importance
 
 
-# ROAR's names for smat.explain's static explainers (Madsen et al.: Gradient = L2 norm of
-# the gradient, Input x Gradient = the one-hot entry = the sum over the embedding, IG with
-# b = 0 and right Riemann sums, Eq. 2).
-_STATIC_NAMES = {"attention": "attention_all", "gradient": "gradient",
-                 "input_x_gradient": "input_x_gradient",
-                 "integrated_gradients": "integrated_gradients"}
-
-
 def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explainer: str,
             task: str, ig_steps: int = 20, batch_size: int = 64) -> np.ndarray:
     """Importance ``(N, T)`` float32 of every token of `data` for its GOLD label.
 
     Madsen et al. (2022) explain the gold label; for regression the single output is
-    explained. Batches are cut to their longest row (rounded up to 16) like training.
+    explained. Gradient = L2 norm of the gradient, Input x Gradient = the one-hot entry = the
+    sum over the embedding, IG with b = 0 and right Riemann sums (their Eq. 2). Batches are
+    cut to their longest row (rounded up to 16) like training.
 
     Args:
       graphdef / params: the model (``smat.models.functional.split``).
@@ -227,10 +222,10 @@ def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explain
         batch = trim_to_length(pad_rows(batch, batch_size), 16)
         target = (batch.labels.astype(np.int32) if task == "classification"
                   else np.zeros(batch_size, np.int32))
-        scores = np.asarray(static_scores(graphdef, params, batch.input_ids,
-                                          batch.attention_mask, batch.token_type_ids, target,
-                                          name=_STATIC_NAMES[explainer], ig_steps=ig_steps,
-                                          ig_method="riemann_right"))
+        scores = np.asarray(registry.static_scores(
+            graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids,
+            target, name=registry.canonical(explainer), ig_steps=ig_steps,
+            ig_method="riemann_right"))
         rows_out.append(np.pad(scores[:rows], ((0, 0), (0, width - scores.shape[1]))))
     return np.concatenate(rows_out).astype(np.float32)
 
@@ -347,7 +342,7 @@ class RoarRunner:
         """Train a fresh model per cell on its masked data (or read finished cells back).
 
         With ``config.parallel_seeds`` the unfinished cells (one per seed) train together
-        in one vmapped program; otherwise one after another, each resumable mid-training.
+        in one vmapped program, otherwise one after another; either resumes mid-training.
         """
         todo = [job for job in jobs if not (job.folder / "result.json").is_file()]
         masked = {job.folder: _apply_masks(self.splits, job.masks, self.mask_token_id)
@@ -355,23 +350,19 @@ class RoarRunner:
         for job in todo:
             _save_arrays(job.folder / "masks.npz",
                          **dict(zip(Splits._fields, job.masks, strict=True)))
-        if self.config.parallel_seeds and len(todo) > 1:
+        if todo:
             graphdef = self._initial_model(todo[0].seed)[0]
-            results = train_teacher_seeds(
-                [nnx.merge(*self._initial_model(job.seed)) for job in todo],
+            seeds, folders = [job.seed for job in todo], [job.folder / "train" for job in todo]
+            config = dataclasses.replace(self.train, parallel_seeds=self.config.parallel_seeds)
+            results = train_teacher(
+                [nnx.merge(*self._initial_model(seed)) for seed in seeds],
                 [masked[job.folder].train for job in todo],
                 [masked[job.folder].validation for job in todo], task=self.task,
-                config=self.train, seeds=[job.seed for job in todo], progress=self.progress)
+                config=config, seeds=seeds, output_dir=folders, progress=self.progress)
             for job, result in zip(todo, results, strict=True):
                 self._finish(job, graphdef, result, masked[job.folder])
-        else:
-            for job in todo:
-                graphdef, initial = self._initial_model(job.seed)
-                result = train_teacher(nnx.merge(graphdef, initial), masked[job.folder].train,
-                                       masked[job.folder].validation, task=self.task,
-                                       config=dataclasses.replace(self.train, seed=job.seed),
-                                       output_dir=job.folder / "train", progress=self.progress)
-                self._finish(job, graphdef, result, masked[job.folder])
+            # The loop state of a vmapped group of seeds (GBs per run) is no longer needed.
+            shutil.rmtree(checkpoint_dir(folders, seeds), ignore_errors=True)
         return [json.loads((job.folder / "result.json").read_text()) for job in jobs]
 
     def _finish(self, job: Cell, graphdef: nnx.GraphDef, result: Any, masked: Splits) -> None:
@@ -606,3 +597,23 @@ def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
               "sizes": {k: int(len(d.labels)) for k, d in splits._asdict().items()}}
     write_json_atomic(output_dir / "roar.json", report)
     return report
+
+
+def roar_markdown_table(report: dict[str, Any]) -> str:
+    """Markdown table of a ``roar.json`` report: curve means per ratio and Eq. 3 [95% CI]."""
+    ratios = report["ratios"]
+    header = ("| explainer | " + " | ".join(f"{100 * r:g}%" for r in ratios)
+              + " | faithfulness (Eq. 3) [95% CI] |")
+    lines = [header, "|" + "---|" * (len(ratios) + 2)]
+    rows = [("random", report["random"], None), *((e, v, report["summary"][e])
+                                                   for e, v in report["curves"].items())]
+    for name, values, summary in rows:
+        means = np.mean(np.asarray(values), axis=0)
+        eq3 = "—" if summary is None else (
+            "undefined" if summary["num_defined"] == 0 else
+            f"{100 * summary['mean']:.1f} [{100 * summary['low']:.1f}, "
+            f"{100 * summary['high']:.1f}]" + (f" ({summary['num_undefined']} undefined)"
+                                               if summary["num_undefined"] else ""))
+        lines.append(f"| {name} | " + " | ".join(f"{100 * m:.1f}" for m in means)
+                     + f" | {eq3} |")
+    return "\n".join(lines)

@@ -1,8 +1,8 @@
-"""Tests for smat.explain: explanations by name over a tokenized data set."""
+"""Tests for smat.jobs.explain: explanations by name over a tokenized data set."""
 
 import numpy as np
 
-from smat.explain import explain_encoded
+from smat.jobs.explain import explain_encoded
 from smat.models import functional
 from tests.helpers import synthetic_encoded, tiny_classifier
 
@@ -25,19 +25,19 @@ def test_scores_do_not_depend_on_the_batch_size():
 
 
 def test_length_sorted_cut_batches_equal_one_uncut_call(monkeypatch):
-    import smat.explain as explain_module
+    from smat import registry
 
     graphdef, params = functional.split(tiny_classifier(seed=6))
     data = synthetic_encoded(23, seq_len=40, seed=7)
     names = ["gradient", "integrated_gradients", "attention_all", "attention_rollout"]
-    uncut = explain_module.static_scores
+    uncut = registry.static_scores
     widths = []
 
     def recording(*args, **kwargs):
         widths.append(args[2].shape[1])  # input_ids (B, T) as the explainer sees them
         return uncut(*args, **kwargs)
 
-    monkeypatch.setattr(explain_module, "static_scores", recording)
+    monkeypatch.setattr(registry, "static_scores", recording)
     scores, predictions = explain_encoded(graphdef, params, data, names, task="classification",
                                           ig_steps=8, batch_size=5, length_multiple=8)
     inputs = (data.input_ids, data.attention_mask, data.token_type_ids)

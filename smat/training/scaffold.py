@@ -15,7 +15,8 @@ explainer E_phiS. One call of :data:`scaffold_step` performs
        L_{sim}(S_{\\theta'(\\phi_T)}(x_{valid}), T(x_{valid}))\\big)
        && \\text{Eq. 9}
 
-with L_student = L_sim + beta * KL(E_T || E_S) (Eq. 3, :mod:`smat.losses`). The pilot parameters
+with L_student = L_sim + beta * KL(E_T || E_S) (Eq. 3, :mod:`smat.training.losses`). The pilot
+parameters
 theta' are discarded; the student is never reset. Eqs. 8-9 run every ``meta_interval`` steps
 (``lax.cond``, compiled once) and only when the teacher explainer is learned and beta > 0.
 The outer gradient is nested ``jax.grad`` through the pilot step (:func:`pilot_objective`, the
@@ -43,8 +44,9 @@ from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float
 
 from smat.explainers import Saliency
-from smat.losses import TASKS, Task, explanation_kl, simulation_loss
 from smat.models import functional
+from smat.training.loop import over_seeds
+from smat.training.losses import TASKS, Task, explanation_kl, simulation_loss
 
 PyTree = Any
 Batch = Mapping[str, ArrayLike]
@@ -482,7 +484,7 @@ def _scaffold_step(
       meta_update (1.0 when Eqs. 8-9 ran this step, else 0.0 and the outer_* entries are 0),
       grad_norm, update_norm, param_norm, explainer_param_norm (inner), outer_grad_norm,
       outer_update_norm, teacher_explainer_param_norm (outer). Check them with
-      :func:`smat.run_log.check_finite` when fetched at logging time (non-finite ->
+      :func:`smat.store.run_log.check_finite` when fetched at logging time (non-finite ->
       RuntimeError naming the step range).
 
     Raises:
@@ -569,17 +571,18 @@ def _scaffold_seed_step(
     config: ScaffoldConfig,
     functions: ScaffoldFunctions,
 ) -> tuple[ScaffoldState, dict[str, Float[Array, " seeds"]]]:
-    """:func:`scaffold_step` for several students (seeds) at once, vmapped over seeds.
+    """:func:`scaffold_step` over a leading seed axis of the state and the batches.
 
-    Every leaf of `states` and of the batches has a leading seed axis. The step counter is
-    the same for all seeds, but under ``vmap`` the ``lax.cond`` of the meta update becomes
-    a select: with ``meta_interval > 1`` the pilot and outer updates are computed at every
-    step and discarded where they do not apply (same results, more work).
+    Several seeds run under ``vmap``: the step counter is the same for all seeds, but the
+    ``lax.cond`` of the meta update becomes a select, so with ``meta_interval > 1`` the
+    pilot and outer updates are computed at every step and discarded where they do not
+    apply (same results, more work). One seed runs the plain step
+    (:func:`smat.training.loop.over_seeds`), where the branch stays a branch.
     """
     def one(state, train, valid):
         return _scaffold_step(state, train, valid, config=config, functions=functions)
 
-    return jax.vmap(one)(states, train_batch, valid_batch)
+    return over_seeds(one)(states, train_batch, valid_batch)
 
 
 scaffold_seed_step = jax.jit(

@@ -1,0 +1,234 @@
+"""Every explainer smat knows, by name: one table of computations and properties.
+
+The command line, the students, ROAR, the evaluation reports and the demo all resolve
+explainer names here. A name is either a static explainer of :data:`STATIC` (the
+Captum-equivalent gradient methods and the attention baselines of ``baselines``), one of
+its :data:`ALIASES`, or the folder of a learned explainer saved by ``smat train-student``
+(``smat.load_explainer``). Adding a static explainer is one :class:`ExplainerSpec` entry in
+this file: its ``scores`` function receives the model and a batch and returns (B, T) scores
+(0 at padding); everything else reads the properties.
+
+Student settings (:data:`STUDENT_SETTINGS`) are the static explainers a student can learn
+from, plus ``"none"`` (no explanation loss) and ``"smat"`` (the teacher explainer learned
+by SMaT), each with the paper's default beta (:data:`DEFAULT_BETA`, §5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+import baselines
+from smat.models import functional
+from smat.store.explainer_store import LoadedExplainer
+
+NO_EXPLAINER = "none"
+LEARNED = "smat"
+
+
+def _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids):
+    return baselines.attribution_inputs(graphdef, params, input_ids=input_ids,
+                                        attention_mask=attention_mask,
+                                        token_type_ids=token_type_ids)
+
+
+def _gradient_l2(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+                 ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    return baselines.saliency(f, x, mask, target=target, reduction="l2").saliency.scores
+
+
+def _input_x_gradient(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+                      ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    return baselines.input_x_gradient(f, x, mask, target=target).saliency.scores
+
+
+def _integrated_gradients(graphdef, params, input_ids, attention_mask, token_type_ids, target,
+                          *, ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    return baselines.integrated_gradients(f, x, mask, target=target, n_steps=ig_steps,
+                                          method=ig_method).saliency.scores
+
+
+def _pooled_attention(explain: Callable):
+    def scores(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+               ig_steps, ig_method, seed, row_ids):
+        out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
+                               token_type_ids=token_type_ids, attention="pooled")
+        return explain(out.encoder.pooled_attention_logits,
+                       jnp.asarray(attention_mask) != 0).scores
+    return scores
+
+
+def _attention_rollout(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+                       ig_steps, ig_method, seed, row_ids):
+    out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids, attention="full")
+    return baselines.attention_rollout(out.encoder.attention_logits,
+                                       jnp.asarray(attention_mask) != 0).scores
+
+
+def _random(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+            ig_steps, ig_method, seed, row_ids):
+    mask = jnp.asarray(attention_mask) != 0
+    rows = jnp.arange(mask.shape[0]) if row_ids is None else jnp.asarray(row_ids)
+    keys = jax.vmap(lambda row: jax.random.fold_in(jax.random.PRNGKey(seed), row))(rows)
+    return jax.vmap(lambda key, row: baselines.random_saliency(key, row[None]).scores[0])(
+        keys, mask)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExplainerSpec:
+    """One static explainer: how to compute it and what it needs.
+
+    Attributes:
+      name: the registry name.
+      scores: ``(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+        ig_steps, ig_method, seed, row_ids) -> (B, T)`` scores, 0 at padding; traced inside
+        :func:`static_scores`' jit.
+      summary: one line for ``--help`` and the README.
+      needs_gradients: differentiates the model (explains ``target``, default the predicted
+        class).
+      needs_full_attention: needs the (layers, B, heads, T, T) attention logits, not only
+        the query-pooled rows (memory grows with T^2).
+      signed: scores can be negative (attention explainers return pooled logits).
+      student_beta: the explanation-loss weight of a student learning from it (paper §5),
+        or None when it is no student setting.
+      batch_independent: its scores for a row need the row's data-set index (``row_ids``)
+        rather than the batch's other rows, and run on uncut batches.
+    """
+
+    name: str
+    scores: Callable[..., jax.Array]
+    summary: str
+    needs_gradients: bool
+    needs_full_attention: bool = False
+    signed: bool = False
+    student_beta: float | None = None
+    batch_independent: bool = False
+
+
+STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
+    ExplainerSpec(name="gradient", scores=_gradient_l2, needs_gradients=True, student_beta=0.2,
+                  summary="L2 norm of the gradient at each word embedding (SMaT 'Gradient "
+                          "L2'; Captum Saliency)"),
+    ExplainerSpec(name="input_x_gradient", scores=_input_x_gradient, needs_gradients=True,
+                  signed=True, student_beta=0.2,
+                  summary="embedding x gradient, summed over the embedding (Captum "
+                          "InputXGradient)"),
+    ExplainerSpec(name="integrated_gradients", scores=_integrated_gradients,
+                  needs_gradients=True, signed=True, student_beta=0.2,
+                  summary="integrated gradients from a zero baseline, summed over the "
+                          "embedding (Captum IntegratedGradients)"),
+    ExplainerSpec(name="attention_all", scores=_pooled_attention(baselines.all_layers_attention),
+                  needs_gradients=False, signed=True, student_beta=5.0,
+                  summary="query-mean attention logits averaged over every head of every "
+                          "layer (Eq. 11, uniform weights)"),
+    ExplainerSpec(name="attention_last",
+                  scores=_pooled_attention(baselines.last_layer_attention),
+                  needs_gradients=False, signed=True, student_beta=5.0,
+                  summary="the same over the heads of the last layer"),
+    ExplainerSpec(name="attention_rollout", scores=_attention_rollout, needs_gradients=False,
+                  needs_full_attention=True,
+                  summary="attention rollout (Abnar & Zuidema 2020) of the full attention"),
+    ExplainerSpec(name="random", scores=_random, needs_gradients=False,
+                  batch_independent=True,
+                  summary="seeded uniform scores per row (the baseline every metric needs)"),
+)}
+"""The static explainers, by name."""
+
+ALIASES = {"attention": "attention_all"}
+"""Other names for registry entries (Madsen et al.'s ROAR calls all-layer attention
+'attention')."""
+
+STUDENT_SETTINGS = (NO_EXPLAINER,
+                    *(name for name, spec in STATIC.items() if spec.student_beta is not None),
+                    LEARNED)
+"""What a student can learn from: nothing, a static explainer, or the SMaT explainer."""
+
+DEFAULT_BETA = {NO_EXPLAINER: 0.0, LEARNED: 5.0,
+                **{name: spec.student_beta for name, spec in STATIC.items()
+                   if spec.student_beta is not None}}
+"""Paper §5: beta = 5 for attention explainers, 0.2 for gradient explainers, 0 without."""
+
+
+def names_help() -> str:
+    """The registry names for a ``--help`` line."""
+    return (", ".join(STATIC) + " (alias " + ", ".join(f"{a}={n}" for a, n in ALIASES.items())
+            + ") or the folder of a saved learned explainer")
+
+
+def canonical(name: str) -> str:
+    """The registry name behind an alias (other names unchanged)."""
+    return ALIASES.get(name, name)
+
+
+def spec(name: str) -> ExplainerSpec:
+    """The :class:`ExplainerSpec` of a static explainer name or alias.
+
+    Raises:
+      ValueError: `name` is not in the registry (the message lists it).
+    """
+    try:
+        return STATIC[canonical(name)]
+    except KeyError:
+        raise ValueError(f"unknown explainer {name!r}; choose from {names_help()}") from None
+
+
+def is_static(name: str | Path) -> bool:
+    """Whether `name` is a static registry name or alias (else: a learned-explainer folder)."""
+    return canonical(str(name)) in STATIC
+
+
+def check_explainers(names: Sequence[str | Path]) -> None:
+    """Every name is a static explainer or an existing learned-explainer folder.
+
+    Raises:
+      ValueError: an unknown name that is no folder (listing the registry), or no names.
+    """
+    if not names:
+        raise ValueError(f"name at least one explainer: {names_help()}")
+    unknown = [str(n) for n in names if not is_static(n) and not Path(n).is_dir()]
+    if unknown:
+        raise ValueError(f"unknown explainers {unknown}: not registry names and not folders; "
+                         f"choose from {names_help()}")
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "name", "ig_steps", "ig_method"))
+def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, target=None, *,
+                  name: str, ig_steps: int = 50, ig_method: str = "gausslegendre",
+                  seed: int = 0, row_ids: jax.Array | None = None) -> jax.Array:
+    """(B, T) scores of the static explainer `name` on a batch (0 at padding), one jitted call.
+
+    Gradient explainers attribute `target` (B,) (default: the predicted class) at the word
+    embeddings: "gradient" is the L2 norm of the gradient per token (the SMaT paper's
+    Gradient L2), "input_x_gradient" and "integrated_gradients" (zero baseline, `ig_method`
+    quadrature) sum over the embedding dimension. Attention explainers use the query-mean-
+    pooled attention logits (Eq. 11 with uniform head weights) or the attention rollout of
+    the full logits. "random" draws row i of the batch from the key
+    ``fold_in(PRNGKey(seed), row_ids[i])`` (default ``row_ids = 0..B-1``): with the rows'
+    indices in the data set, its random scores do not depend on how it is cut into batches
+    (the draws do depend on the batch's width T).
+
+    Raises:
+      ValueError: an unknown `name` (at trace time).
+    """
+    return spec(name).scores(graphdef, params, input_ids, attention_mask, token_type_ids,
+                             target, ig_steps=ig_steps, ig_method=ig_method, seed=seed,
+                             row_ids=row_ids)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "explainer_config"))
+def learned_scores(graphdef, params, input_ids, attention_mask, token_type_ids,
+                   explainer_params, *, explainer_config) -> jax.Array:
+    """(B, T) scores of a saved learned attention explainer (Eq. 11) on a batch."""
+    out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids, attention="pooled")
+    explainer = LoadedExplainer(explainer_params, explainer_config)
+    return explainer(out.encoder.pooled_attention_logits, attention_mask).scores

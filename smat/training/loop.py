@@ -1,0 +1,263 @@
+"""The one resumable training loop, for any number of seeds, shared by teachers and students.
+
+The training state always carries a leading seed axis (S = 1 for a single run): one step
+updates every seed at once (:func:`over_seeds` lifts a single-seed update). Each seed sees
+the batches of its own order, fixed by (seed, epoch), is evaluated at the same steps, and
+keeps its own best parameters and patience; a seed that has stopped keeps its best while
+the others go on. Metrics go to one JSON-lines file per seed, progress to a tqdm bar, and
+at every evaluation one checkpoint of the whole stacked state (best parameters and
+counters included) replaces the last. Rerunning with the same folders resumes from that
+checkpoint, for any S, and ends bit-identical to an uninterrupted run; a finished run is
+not redone.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from tqdm.auto import tqdm
+
+from smat.data import iterate_batches, num_batches
+from smat.data.batching import num_rows
+from smat.parallel import replicate, resolve_mesh, shard_batch
+from smat.store import checkpoint
+from smat.store.run_log import MetricsWriter, check_finite, mean_metrics
+
+PyTree = Any
+
+
+class LoopResult(NamedTuple):
+    """Outcome of :func:`fit` for one seed."""
+
+    best: PyTree  # what `best_of(state)` returned at the seed's best evaluation
+    best_scores: dict[str, float]
+    best_step: int
+    steps: int  # the step the seed stopped at
+    seconds: float  # wall time of this call, shared by the seeds (0 for a reloaded run)
+
+
+class LoopSettings(NamedTuple):
+    """The loop's settings (fields of the teacher and student configs)."""
+
+    batch_size: int
+    max_epochs: int
+    patience: int
+    evals_per_epoch: int
+
+
+def check_seeds(seeds: Sequence[int], num_models: int) -> tuple[int, ...]:
+    """The seeds as ints, checked: distinct, >= 0, at least one, one per model.
+
+    Raises:
+      ValueError: naming the seeds (and the model count when it differs).
+    """
+    seeds = tuple(int(seed) for seed in seeds)
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"seeds must be distinct ints >= 0 (at least one); got {seeds}")
+    if num_models != len(seeds):
+        raise ValueError(f"one model per seed: got {num_models} models for seeds {seeds}")
+    return seeds
+
+
+def stack_seeds(trees: Sequence[PyTree]) -> PyTree:
+    """One pytree per seed -> one pytree with a leading seed axis (fresh arrays)."""
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+
+
+def seed_slice(tree: PyTree, i: int) -> PyTree:
+    """Seed i's slice of a stacked pytree (a copy: it survives donation of `tree`)."""
+    return jax.tree.map(lambda leaf: leaf[i], tree)
+
+
+def over_seeds(update: Callable[..., Any]) -> Callable[..., Any]:
+    """`update` lifted to arguments that all carry a leading seed axis.
+
+    Several seeds run under ``jax.vmap``; one seed runs the plain update on the squeezed
+    arguments, so a single run compiles exactly the single-seed program (a ``lax.cond``
+    stays a branch instead of becoming a select under ``vmap``).
+    """
+
+    @functools.wraps(update)
+    def lifted(*args):
+        num_seeds = jax.tree.leaves(args)[0].shape[0]
+        if num_seeds == 1:
+            out = update(*jax.tree.map(lambda leaf: leaf[0], args))
+            return jax.tree.map(lambda leaf: leaf[None], out)
+        return jax.vmap(update)(*args)
+
+    return lifted
+
+
+def seed_folders(output_dir: str | Path | Sequence[str | Path],
+                 seeds: Sequence[int]) -> list[Path]:
+    """The run folder of each seed: one folder per seed as given, or for a single folder:
+    the folder itself for one seed, else ``output_dir/seed{s}``.
+
+    Raises:
+      ValueError: a list of folders whose length differs from the number of seeds.
+    """
+    if not isinstance(output_dir, str | Path):
+        folders = [Path(folder) for folder in output_dir]
+        if len(folders) != len(seeds):
+            raise ValueError(f"one output folder per seed: got {len(folders)} for seeds "
+                             f"{list(seeds)}")
+        return folders
+    if len(seeds) == 1:
+        return [Path(output_dir)]
+    return [Path(output_dir) / f"seed{seed}" for seed in seeds]
+
+
+def checkpoint_dir(output_dirs: Sequence[Path], seeds: Sequence[int]) -> Path:
+    """Where a group of seeds keeps its ``last`` checkpoint: the run folder of a single seed,
+    else ``seeds-{s0}-{s1}...`` in the folders' common parent."""
+    if len(output_dirs) == 1:
+        return Path(output_dirs[0])
+    parent = Path(os.path.commonpath([Path(d).resolve() for d in output_dirs]))
+    return parent / ("seeds-" + "-".join(str(s) for s in seeds))
+
+
+def fit(
+    state: PyTree,
+    step: Callable[[PyTree, Any], tuple[PyTree, dict[str, jax.Array]]],
+    trains: Sequence[NamedTuple],
+    *,
+    stack: Callable[[list[NamedTuple], int], Any],
+    evaluate: Callable[[int, PyTree], dict[str, float]],
+    metric: str,
+    best_of: Callable[[PyTree], PyTree],
+    settings: LoopSettings,
+    seeds: Sequence[int],
+    output_dirs: Sequence[str | Path],
+    progress: bool = True,
+    desc: str = "train",
+    mesh: jax.sharding.Mesh | None = None,
+) -> list[LoopResult]:
+    """Run `step` over epochs of every seed's split, early-stopping each seed on its metric.
+
+    Args:
+      state: the stacked training state: a leading seed axis on every leaf (S = 1 for one
+        run) and a ``step`` field of shape (S,). The step may donate it: ``fit`` keeps its
+        own copies of the best parameters.
+      step: ``(state, batch) -> (state, metrics)``, usually jitted; every metric has shape
+        (S,).
+      trains: one training split per seed (NamedTuples of equally long arrays), all of one
+        size, batched by :func:`smat.data.iterate_batches` with ``drop_last=True``.
+      stack: ``(rows, step) -> batch``: the seeds' batches of rows (one per seed) at the
+        given step (steps taken so far) as `step`'s batch, each leaf with a leading seed
+        axis (e.g. trimmed to one length and stacked).
+      evaluate: ``(i, state_i) -> scores`` of seed i's slice of the state (higher `metric`
+        is better).
+      metric: the key of `evaluate`'s result that early stopping maximises.
+      best_of: what to keep of one seed's state slice (e.g. its parameters).
+      settings: batch size, epochs, patience and evaluations per epoch.
+      seeds: one seed per split; seed i's batch order is a function of (seeds[i], epoch).
+      output_dirs: one folder per seed for ``metrics.jsonl``; the checkpoint goes to
+        :func:`checkpoint_dir` ``/ last``.
+      progress / desc: the tqdm bar.
+      mesh: data parallelism (:mod:`smat.parallel`): the state is replicated over the mesh
+        (also after resuming) and every batch sharded over its "data" axis on the example
+        axis (axis 1 of every leaf). None uses JAX's ambient mesh (``jax.set_mesh``) if it
+        has a "data" axis, else runs unplaced.
+
+    Returns:
+      One :class:`LoopResult` per seed, in order.
+
+    Raises:
+      ValueError: fewer training rows than one batch, or a batch that does not divide over
+        the mesh's devices.
+      RuntimeError: a non-finite metric (naming the step range).
+    """
+    seeds, output_dirs = list(seeds), [Path(d) for d in output_dirs]
+    steps_per_epoch = num_batches(num_rows(trains[0]), batch_size=settings.batch_size,
+                                  drop_last=True)
+    if steps_per_epoch == 0:
+        raise ValueError(f"the training split has {num_rows(trains[0])} examples, fewer than "
+                         f"one batch of {settings.batch_size}")
+    total_steps = steps_per_epoch * settings.max_epochs
+    eval_every = max(steps_per_epoch // settings.evals_per_epoch, 1)
+    last = checkpoint_dir(output_dirs, seeds) / "last"
+
+    best = stack_seeds([best_of(seed_slice(state, i)) for i in range(len(seeds))])
+    counters = {"best": [None] * len(seeds), "best_step": [0] * len(seeds),
+                "bad_evals": [0] * len(seeds), "stopped_at": [None] * len(seeds)}
+    if last.is_dir():
+        restored, meta = checkpoint.restore(last, target={"state": state, "best": best})
+        state, best = restored["state"], restored["best"]
+        counters = {key: meta[key] for key in counters}
+        if all(stop is not None for stop in counters["stopped_at"]):
+            return _results(best, counters, 0.0)
+    mesh = resolve_mesh(mesh)
+    if mesh is not None:
+        state = replicate(state, mesh)
+    current = int(state.step[0])
+    writers = [MetricsWriter(d / "metrics.jsonl", resume_step=current) for d in output_dirs]
+
+    began, window = time.perf_counter(), []
+    bar = tqdm(total=total_steps, initial=current, disable=not progress,
+               desc=desc if len(seeds) == 1 else f"{desc} x{len(seeds)}")
+    for epoch in range(current // steps_per_epoch, settings.max_epochs):
+        skip = current - epoch * steps_per_epoch
+        orders = [iterate_batches(data, batch_size=settings.batch_size, seed=seed,
+                                  epoch=epoch, drop_last=True, start_batch=skip)
+                  for data, seed in zip(trains, seeds, strict=True)]
+        for rows in zip(*orders, strict=True):
+            batch = stack(list(rows), current)
+            if mesh is not None:
+                batch = shard_batch(batch, mesh, axis=1)
+            state, step_metrics = step(state, batch)
+            window.append(step_metrics)
+            current += 1
+            bar.update(1)
+            if current % eval_every and current != total_steps:
+                continue
+            window = jax.device_get(window)  # each metric (S,)
+            check_finite(window, first_step=current - len(window) + 1, last_step=current)
+            best = _evaluate_seeds(state, best, counters, window, evaluate=evaluate,
+                                   metric=metric, best_of=best_of, writers=writers,
+                                   step=current, epoch=epoch, patience=settings.patience,
+                                   final=current == total_steps)
+            window = []
+            if len(seeds) == 1:
+                bar.set_postfix({metric: f"{counters['best'][0][metric]:.4f}"})
+            checkpoint.save(last, {"state": state, "best": best}, overwrite=True,
+                            metadata=counters)
+            if all(stop is not None for stop in counters["stopped_at"]):
+                break
+        if all(stop is not None for stop in counters["stopped_at"]):
+            break
+    bar.close()
+    return _results(best, counters, time.perf_counter() - began)
+
+
+def _evaluate_seeds(state, best, counters, window, *, evaluate, metric, best_of, writers,
+                    step, epoch, patience, final) -> PyTree:
+    """One evaluation of every seed still running: best state, patience and a metrics line."""
+    best = [seed_slice(best, i) for i in range(len(writers))]
+    for i in (i for i, stop in enumerate(counters["stopped_at"]) if stop is None):
+        candidate = seed_slice(state, i)
+        scores = evaluate(i, candidate)
+        if counters["best"][i] is None or scores[metric] > counters["best"][i][metric]:
+            best[i] = best_of(candidate)
+            counters["best"][i], counters["best_step"][i], counters["bad_evals"][i] = (
+                scores, step, 0)
+        else:
+            counters["bad_evals"][i] += 1
+        logged = mean_metrics([{k: v[i] for k, v in record.items()} for record in window])
+        writers[i].write({"step": step, "epoch": epoch, **logged,
+                          **{f"validation_{k}": v for k, v in scores.items()}})
+        if counters["bad_evals"][i] >= patience or final:
+            counters["stopped_at"][i] = step
+    return stack_seeds(best)
+
+
+def _results(best: PyTree, counters: dict[str, list], seconds: float) -> list[LoopResult]:
+    return [LoopResult(seed_slice(best, i), counters["best"][i], counters["best_step"][i],
+                       counters["stopped_at"][i], seconds)
+            for i in range(len(counters["best"]))]

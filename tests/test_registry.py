@@ -1,0 +1,50 @@
+"""Every registry explainer through the same conformance checks, and name resolution."""
+
+import numpy as np
+import pytest
+
+from smat import registry
+from smat.models import functional
+from tests.helpers import synthetic_encoded, tiny_classifier
+
+
+@pytest.fixture(scope="module")
+def model_and_batch():
+    graphdef, params = functional.split(tiny_classifier(seed=3))
+    data = synthetic_encoded(6, seq_len=16, seed=2)
+    return graphdef, params, (data.input_ids, data.attention_mask, data.token_type_ids)
+
+
+@pytest.mark.parametrize("name", sorted(registry.STATIC))
+def test_conformance(name, model_and_batch):
+    graphdef, params, inputs = model_and_batch
+    first = np.asarray(registry.static_scores(graphdef, params, *inputs, name=name, ig_steps=4))
+    compiled = registry.static_scores._cache_size()
+    again = np.asarray(registry.static_scores(graphdef, params, *inputs, name=name, ig_steps=4))
+    assert registry.static_scores._cache_size() == compiled, "retraced on the second call"
+    mask = inputs[1] != 0
+    assert first.shape == inputs[0].shape and first.dtype == np.float32
+    assert np.all(first[~mask] == 0), "non-zero score at padding"
+    assert np.all(np.isfinite(first)) and np.any(first[mask] != 0)
+    np.testing.assert_array_equal(again, first)  # deterministic (random: under its fixed seed)
+    spec = registry.spec(name)
+    if not spec.signed:
+        assert np.all(first >= 0)
+
+
+def test_aliases_and_student_settings():
+    assert registry.spec("attention") is registry.STATIC["attention_all"]
+    assert registry.STUDENT_SETTINGS[0] == "none" and registry.STUDENT_SETTINGS[-1] == "smat"
+    assert registry.DEFAULT_BETA == {"none": 0.0, "gradient": 0.2, "input_x_gradient": 0.2,
+                                     "integrated_gradients": 0.2, "attention_all": 5.0,
+                                     "attention_last": 5.0, "smat": 5.0}
+
+
+def test_unknown_names_list_the_registry(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown explainer 'lime'; choose from gradient, "):
+        registry.spec("lime")
+    with pytest.raises(ValueError, match=r"unknown explainers \['lime'\]: not registry names"):
+        registry.check_explainers(["gradient", "lime"])
+    with pytest.raises(ValueError, match="name at least one explainer"):
+        registry.check_explainers([])
+    registry.check_explainers(["attention", str(tmp_path)])  # an alias and a folder are fine
