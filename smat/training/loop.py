@@ -66,6 +66,26 @@ def check_seeds(seeds: Sequence[int], num_models: int) -> tuple[int, ...]:
     return seeds
 
 
+def seed_groups(models: Any, seeds: Sequence[int] | None, *, default_seed: int,
+                parallel: bool) -> tuple[list[Any], tuple[int, ...], list[list[int]]]:
+    """The models and checked seeds of a run, and the groups of seed indices trained in one
+    program each: all seeds together when `parallel`, else one group per seed.
+
+    Args:
+      models: one model per seed, or a single model (not a list or tuple) for one seed.
+      seeds: the seeds, or None for ``(default_seed,)``.
+      default_seed: the config's seed.
+      parallel: vmapped seeds (the config's ``parallel_seeds``).
+
+    Raises:
+      ValueError: from :func:`check_seeds`.
+    """
+    models = list(models) if isinstance(models, list | tuple) else [models]
+    seeds = check_seeds((default_seed,) if seeds is None else seeds, len(models))
+    indices = list(range(len(seeds)))
+    return models, seeds, [indices] if parallel else [[i] for i in indices]
+
+
 def stack_seeds(trees: Sequence[PyTree]) -> PyTree:
     """One pytree per seed -> one pytree with a leading seed axis (fresh arrays)."""
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)

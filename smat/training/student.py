@@ -32,7 +32,7 @@ from smat.models.inference import pad_rows, predict_logits, predictions_from_log
 from smat.parallel import resolve_mesh, shard_batch
 from smat.registry import DEFAULT_BETA, STUDENT_SETTINGS, static_scores
 from smat.training import scaffold
-from smat.training.loop import LoopSettings, check_seeds, fit, seed_folders, stack_seeds
+from smat.training.loop import LoopSettings, fit, seed_folders, seed_groups, stack_seeds
 from smat.training.task_metrics import primary_metric, task_metrics
 
 
@@ -362,14 +362,13 @@ def train_student(
       ValueError: repeated or negative seeds, a model count that differs from the seed
         count, or a setting whose cached teacher fields are missing from the rows.
     """
-    models = [models] if isinstance(models, nnx.Module) else list(models)
-    seeds = list(check_seeds((config.seed,) if seeds is None else seeds, len(models)))
+    models, seeds, groups = seed_groups(models, seeds, default_seed=config.seed,
+                                        parallel=config.parallel_seeds)
     setup = _setup(models[0], train, task=task, config=config)
     mesh = resolve_mesh(mesh)
     simulability = functools.partial(_simulability, setup.graphdef, task=task, config=config,
                                      mesh=mesh)
     folders = seed_folders(output_dir, seeds)
-    groups = [range(len(seeds))] if config.parallel_seeds else [[i] for i in range(len(seeds))]
     results = []
     for group in groups:
         group_seeds = [seeds[i] for i in group]

@@ -30,10 +30,10 @@ from smat.models.inference import predict_logits, predictions_from_logits, trim_
 from smat.parallel import replicate, resolve_mesh
 from smat.training.loop import (
     LoopSettings,
-    check_seeds,
     fit,
     over_seeds,
     seed_folders,
+    seed_groups,
     stack_seeds,
 )
 from smat.training.losses import label_loss
@@ -262,8 +262,8 @@ def train_teacher(
         not divide over the mesh's devices.
       RuntimeError: a non-finite loss (naming the step range).
     """
-    models = [models] if isinstance(models, nnx.Module) else list(models)
-    seeds = check_seeds((config.seed,) if seeds is None else seeds, len(models))
+    models, seeds, groups = seed_groups(models, seeds, default_seed=config.seed,
+                                        parallel=config.parallel_seeds)
     trains = _per_seed(train, len(seeds), "train")
     validations = _per_seed(validation, len(seeds), "validation")
     if len(validations[0].labels) == 0:
@@ -275,7 +275,6 @@ def train_teacher(
     steps_per_epoch = _steps_per_epoch(trains[0], config.batch_size)
     optimizer = teacher_optimizer(config, steps_per_epoch * config.max_epochs)
     folders = seed_folders(output_dir, seeds)
-    groups = [range(len(seeds))] if config.parallel_seeds else [[i] for i in range(len(seeds))]
     mesh = resolve_mesh(mesh)
     results = []
     for group in groups:
