@@ -28,7 +28,7 @@ from smat.training.teacher import (
     teacher_step,
     train_teacher,
 )
-from tests import test_scaffold as tiny
+from tests import test_training_scaffold as tiny
 from tests.helpers import synthetic_encoded, tiny_classifier
 
 pytestmark = pytest.mark.multidevice
