@@ -55,7 +55,6 @@ from smat.models import SequenceClassifier, from_pretrained, functional, minilm_
 from smat.models.inference import pad_rows, trim_to_length
 from smat.store import checkpoint
 from smat.store.run_log import write_json_atomic
-from smat.training.loop import checkpoint_dir
 from smat.training.teacher import (
     TeacherTrainConfig,
     evaluate,
@@ -361,8 +360,6 @@ class RoarRunner:
                 config=config, seeds=seeds, output_dir=folders, progress=self.progress)
             for job, result in zip(todo, results, strict=True):
                 self._finish(job, graphdef, result, masked[job.folder])
-            # The loop state of a vmapped group of seeds (GBs per run) is no longer needed.
-            shutil.rmtree(checkpoint_dir(folders, seeds), ignore_errors=True)
         return [json.loads((job.folder / "result.json").read_text()) for job in jobs]
 
     def _finish(self, job: Cell, graphdef: nnx.GraphDef, result: Any, masked: Splits) -> None:

@@ -14,7 +14,6 @@ not redone.
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -136,11 +135,11 @@ def seed_folders(output_dir: str | Path | Sequence[str | Path],
 
 def checkpoint_dir(output_dirs: Sequence[Path], seeds: Sequence[int]) -> Path:
     """Where a group of seeds keeps its ``last`` checkpoint: the run folder of a single seed,
-    else ``seeds-{s0}-{s1}...`` in the folders' common parent."""
+    else ``seeds-{s0}-{s1}...`` inside the first seed's folder (so two groups never share
+    one, and a rerun with other seeds starts afresh)."""
     if len(output_dirs) == 1:
         return Path(output_dirs[0])
-    parent = Path(os.path.commonpath([Path(d).resolve() for d in output_dirs]))
-    return parent / ("seeds-" + "-".join(str(s) for s in seeds))
+    return Path(output_dirs[0]) / ("seeds-" + "-".join(str(s) for s in seeds))
 
 
 def fit(

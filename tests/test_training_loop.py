@@ -1,0 +1,72 @@
+"""Tests for smat.training.loop's seed helpers (the loop itself is exercised, killed and
+resumed through teacher and student training in test_training_teacher / _student)."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from smat.training.loop import (
+    check_seeds,
+    checkpoint_dir,
+    over_seeds,
+    seed_folders,
+    seed_groups,
+    seed_slice,
+    stack_seeds,
+)
+
+
+def test_seed_folders_and_checkpoint_dirs(tmp_path):
+    assert seed_folders(tmp_path, [3]) == [tmp_path]
+    assert seed_folders(tmp_path, [0, 1]) == [tmp_path / "seed0", tmp_path / "seed1"]
+    given = [tmp_path / "a", tmp_path / "b"]
+    assert seed_folders(given, [0, 1]) == given
+    with pytest.raises(ValueError, match="one output folder per seed: got 1 for seeds"):
+        seed_folders(given[:1], [0, 1])
+    assert checkpoint_dir([tmp_path], [0]) == tmp_path
+    # Two groups of seeds under one parent (e.g. two ROAR cells) never share a checkpoint.
+    cell_a = [tmp_path / "seed0" / "r20", tmp_path / "seed1" / "r20"]
+    cell_b = [tmp_path / "seed0" / "r40", tmp_path / "seed1" / "r40"]
+    assert checkpoint_dir(cell_a, [0, 1]) != checkpoint_dir(cell_b, [0, 1])
+    assert checkpoint_dir(cell_a, [0, 1]) != checkpoint_dir(cell_a[:1] + [Path("x")], [0, 2])
+
+
+def test_seed_groups_and_checks():
+    assert seed_groups("model", None, default_seed=4, parallel=False) == (["model"], (4,), [[0]])
+    assert seed_groups(["a", "b"], [0, 5], default_seed=4, parallel=True) == (
+        ["a", "b"], (0, 5), [[0, 1]])
+    assert seed_groups(("a", "b"), [0, 5], default_seed=4, parallel=False)[2] == [[0], [1]]
+    for seeds, models, message in (((1, 1), 2, "distinct"), ((-1,), 1, "distinct"),
+                                   ((), 0, "at least one"), ((0, 1), 1, "one model per seed")):
+        with pytest.raises(ValueError, match=message):
+            check_seeds(seeds, models)
+
+
+def test_over_seeds_equals_the_plain_update_and_vmap():
+    def update(state, x):
+        # A branch that vmap turns into a select: with one seed it must stay a cond.
+        return jax.lax.cond(x.sum() > 0, lambda s: s * 2.0 + x, lambda s: s - x, state), x.sum()
+
+    xs = jnp.asarray([[1.0, 2.0], [-3.0, 0.5]])
+    states = jnp.asarray([[0.5, 1.0], [2.0, -1.0]])
+    lifted = over_seeds(update)
+    one_state, one_metric = lifted(states[:1], xs[:1])
+    plain_state, plain_metric = update(states[0], xs[0])
+    np.testing.assert_array_equal(one_state, plain_state[None])
+    assert one_metric.shape == (1,) and float(one_metric[0]) == float(plain_metric)
+    two = lifted(states, xs)
+    np.testing.assert_array_equal(two[0], jax.vmap(update)(states, xs)[0])
+    text = jax.jit(lifted).lower(states[:1], xs[:1]).as_text()
+    assert "stablehlo.case" in text  # one seed keeps the branch (vmap would make a select)
+    assert "stablehlo.case" not in jax.jit(lifted).lower(states, xs).as_text()
+
+
+def test_stack_and_slice_round_trip():
+    trees = [{"w": jnp.full((2,), float(i)), "b": jnp.asarray(i)} for i in range(3)]
+    stacked = stack_seeds(trees)
+    assert stacked["w"].shape == (3, 2) and stacked["b"].shape == (3,)
+    for i, tree in enumerate(trees):
+        np.testing.assert_array_equal(seed_slice(stacked, i)["w"], tree["w"])
