@@ -11,9 +11,12 @@
     smat roar --recursive --explainers attention gradient --ratios 0:100:20 --seeds 3
     smat predict --model runs/teacher/model texts.txt
 
-Training and evaluation commands take --devices N (shard batches over N devices, default
-all) and, on several hosts, --coordinator / --num-processes / --process-id or --distributed
-(see smat.parallel).
+Training commands run `--seeds N` seeds (from `--seed`, default 0), one after another or,
+with `--parallel-seeds`, in one vmapped program. Every command takes --devices N (shard
+batches over N devices, default all), on several hosts --coordinator / --num-processes /
+--process-id or --distributed (see smat.parallel), and --compile-cache DIR /
+--no-compile-cache for the persistent compilation cache (on by default, for this command
+only).
 """
 
 from __future__ import annotations
