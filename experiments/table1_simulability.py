@@ -26,6 +26,7 @@ from pathlib import Path
 from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.grid import run_grid
 from smat.store.run_log import write_json_atomic
+from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
 
 
@@ -34,9 +35,10 @@ def get_config(smoke: bool) -> dict:
     if smoke:
         return {"sizes": [256], "seeds": [0, 1],
                 "explainers": ["none", "attention_all", "attention_last", "smat"],
-                "student": StudentTrainConfig(batch_size=16, max_epochs=2, patience=2,
-                                              inner_learning_rate=0.05, meta_interval=2,
-                                              length_multiple=64)}
+                "student": StudentTrainConfig(
+                    inner_learning_rate=0.05, meta_interval=2,
+                    loop=LoopConfig(batch_size=16, max_epochs=2, patience=2,
+                                    length_multiple=64))}
     return {"sizes": [500, 1000, 2000], "seeds": [0, 1, 2, 3, 4],
             "explainers": ["none", "attention_all", "attention_last", "smat"],
             "student": StudentTrainConfig()}  # DESIGN 4 reference defaults

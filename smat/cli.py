@@ -4,7 +4,7 @@
     smat train-teacher [--source movie-snippets] [--output-dir runs/teacher] ...
     smat train-student --teacher runs/teacher --explainer smat --num-examples 500 --seed 0
     smat simulability --teacher runs/teacher --sizes 500 1000 2000 --seeds 5 --explainers ...
-    smat explain --model runs/teacher/model --explainer gradient attention_all texts.txt
+    smat explain --model runs/teacher/model --explainers gradient attention_all texts.txt
     smat faithfulness --model runs/teacher/model --explainers gradient attention_all random
     smat agreement --model runs/teacher/model --explainers gradient attention_all random
     smat plausibility --model runs/teacher/model --data-dir ERASER/movies --explainers ...
@@ -27,17 +27,17 @@ import dataclasses
 import json
 import re
 import sys
+import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smat.evaluation.agreement import AGREEMENT_METRICS
-from smat.evaluation.faithfulness import DEFAULT_BINS
-from smat.evaluation.roar import check_ratios
 from smat.jobs.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
+from smat.jobs.explain import ExplainConfig
+from smat.jobs.reports import AgreementConfig, FaithfulnessConfig, PlausibilityConfig
 from smat.jobs.runs import DataConfig, run_student, run_teacher
-from smat.registry import STUDENT_SETTINGS, names_help
+from smat.registry import STUDENT_SETTINGS
 from smat.training.loop import seed_folders
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
@@ -59,33 +59,97 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def _nested_config(hint: Any) -> type | None:
+    """The config dataclass a field holds (e.g. ``loop: LoopConfig``), else None."""
+    return hint if dataclasses.is_dataclass(hint) and isinstance(hint, type) else None
+
+
 def _add_dataclass_flags(parser: argparse.ArgumentParser, cls: type, *,
-                         skip: Sequence[str] = ()) -> None:
+                         defaults: Any = None, skip: Sequence[str] = (),
+                         relative: bool = False, prefix: str | None = None) -> None:
     """One `--flag` per field of a config dataclass: typed, defaulted and documented from it.
 
-    A bool field becomes a switch; the help text is the field's description in the class
-    docstring's Attributes section (a field without one is an error: document it there).
+    A field holding another config (``loop: LoopConfig``) adds that config's flags, in
+    their own group, without a prefix. A bool field becomes a switch, a ``tuple[X, ...]``
+    field takes one or more values, a field whose metadata has ``parse`` takes one string
+    given to it and one with ``choices`` is restricted to them. The help text is the
+    field's description in the class docstring's Attributes section (a field without one
+    is an error: document it there), followed by ``names()`` of the metadata if present.
+
+    Args:
+      defaults: an instance whose values are the flags' defaults (default: the fields').
+      skip: field names (of this config or a nested one) that get no flag.
+      relative: flags default to None, meaning "the base config's value" (for configs
+        completed from a preset by :func:`_build_config`).
+      prefix: the destination prefix (default: the class name).
     """
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
+    prefix = prefix or cls.__name__
     for field in dataclasses.fields(cls):
         if field.name in skip:
             continue
         if field.name not in docs:
             raise TypeError(f"{cls.__name__}.{field.name} has no description in the class "
                             "docstring's Attributes section (the --help text comes from it)")
-        flag = "--" + field.name.replace("_", "-")
-        dest, default = f"{cls.__name__}.{field.name}", field.default
-        if hints[field.name] is bool:
-            parser.add_argument(flag, dest=dest, action="store_true", default=default,
-                                help=docs[field.name].replace("%", "%%"))
+        default = (getattr(defaults, field.name) if defaults is not None else field.default)
+        dest = f"{prefix}.{field.name}"
+        nested = _nested_config(hints[field.name])
+        if nested is not None:
+            group = parser.add_argument_group(f"{field.name} settings", docs[field.name])
+            inner = None if relative or default is dataclasses.MISSING else default
+            _add_dataclass_flags(group, nested, defaults=inner, skip=skip, relative=relative,
+                                 prefix=dest)
             continue
-        # `float | None` -> float: the flag's value type is the non-None member.
-        kind = next(t for t in typing.get_args(hints[field.name]) or (hints[field.name],)
-                    if t is not type(None))
-        parser.add_argument(flag, dest=dest, type=kind, metavar=field.name.upper(),
-                            default=default,
-                            help=f"{docs[field.name]} (default: {default})".replace("%", "%%"))
+        flag = "--" + field.name.replace("_", "-")
+        required = default is dataclasses.MISSING and not relative
+        shown = "the preset's" if relative else field.metadata.get("shown", default)
+        help_text = (docs[field.name] + (f": {field.metadata['names']()}"
+                                         if "names" in field.metadata else "")
+                     + ("" if required else f" (default: {shown})"))
+        options: dict[str, Any] = {"dest": dest, "help": help_text.replace("%", "%%")}
+        if relative or not required:
+            options["default"] = None if relative else default
+        if hints[field.name] is bool:
+            parser.add_argument(flag, action="store_const", const=True, **options)
+            continue
+        if "parse" in field.metadata:
+            options["type"] = field.metadata["parse"]
+        else:
+            # `float | None` -> float, `tuple[str, ...]` -> str with one or more values.
+            kind = hints[field.name]
+            if isinstance(kind, types.UnionType):
+                kind = next(t for t in typing.get_args(kind) if t is not type(None))
+            if typing.get_origin(kind) is tuple:
+                kind, options["nargs"] = typing.get_args(kind)[0], "+"
+            options["type"] = kind
+        if "choices" in field.metadata:
+            options["choices"] = field.metadata["choices"]
+        else:
+            options["metavar"] = field.name.upper()
+        parser.add_argument(flag, required=required, **options)
+
+
+def _build_config(cls: type, args: argparse.Namespace, *, base: Any = None,
+                  prefix: str | None = None, **overrides: Any):
+    """The config of the parsed flags: `base` (default: the class defaults) with every
+    flag that has a value (not None) replaced, then `overrides`."""
+    prefix = prefix or cls.__name__
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for field in dataclasses.fields(cls):
+        dest = f"{prefix}.{field.name}"
+        nested = _nested_config(hints[field.name])
+        if nested is not None:
+            inner = getattr(base, field.name) if base is not None else field.default
+            values[field.name] = _build_config(
+                nested, args, prefix=dest,
+                base=None if inner is dataclasses.MISSING else inner)
+        elif getattr(args, dest, None) is not None:
+            value = getattr(args, dest)
+            values[field.name] = tuple(value) if isinstance(value, list) else value
+    values.update(overrides)
+    return dataclasses.replace(base, **values) if base is not None else cls(**values)
 
 
 def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
@@ -129,14 +193,14 @@ def _device_mesh(args: argparse.Namespace):
         yield
 
 
-def _build_config(cls: type, args: argparse.Namespace, **overrides):
-    values = {f.name: getattr(args, f"{cls.__name__}.{f.name}")
-              for f in dataclasses.fields(cls) if hasattr(args, f"{cls.__name__}.{f.name}")}
-    return cls(**{**values, **overrides})
+def _add_seeds_flag(parser: argparse.ArgumentParser, default: int = 1) -> None:
+    parser.add_argument("--seeds", type=int, default=default, metavar="N",
+                        help=f"run N seeds, SEED..SEED+N-1 (default: {default}); "
+                             "--parallel-seeds trains them in one vmapped program")
 
 
 def _seeds(args: argparse.Namespace, first: int) -> list[int]:
-    """`--seeds N` consecutive seeds from `first` (the config's --seed)."""
+    """`--seeds N` consecutive seeds from `first` (the loop config's --seed)."""
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     return list(range(first, first + args.seeds))
@@ -145,7 +209,7 @@ def _seeds(args: argparse.Namespace, first: int) -> list[int]:
 def _train_teacher(args: argparse.Namespace) -> int:
     data = _build_config(DataConfig, args)
     train = _build_config(TeacherTrainConfig, args)
-    seeds = _seeds(args, train.seed)
+    seeds = _seeds(args, train.loop.seed)
     records = run_teacher(data=data, train=train, seeds=seeds, model_source=args.model,
                           pooling=args.pooling, output_dir=args.output_dir,
                           progress=not args.no_progress)
@@ -168,7 +232,7 @@ def _predict(args: argparse.Namespace) -> int:
 
 def _train_student(args: argparse.Namespace) -> int:
     config = _build_config(StudentTrainConfig, args, explainer=args.explainer)
-    seeds = _seeds(args, config.seed)
+    seeds = _seeds(args, config.loop.seed)
     output_dir = args.output_dir or (Path(args.teacher) / "students" / f"n{args.num_examples}"
                                      / args.explainer)
     folders = ([Path(output_dir) / f"seed{seed}" for seed in seeds] if args.output_dir is None
@@ -187,7 +251,7 @@ def _simulability(args: argparse.Namespace) -> int:
     from smat.jobs.grid import run_grid
 
     student = _build_config(StudentTrainConfig, args)
-    seeds = list(range(args.seeds))
+    seeds = _seeds(args, student.loop.seed)
     output_dir = Path(args.output_dir or Path(args.teacher) / "simulability")
     records = run_grid(args.teacher, sizes=args.sizes, explainers=args.explainers, seeds=seeds,
                        student=student, output_dir=output_dir, progress=not args.no_progress)
@@ -204,9 +268,10 @@ def _explain(args: argparse.Namespace) -> int:
     from smat.jobs.explain import explain_texts, write_explanations
     from smat.store.model_store import load
 
+    config = _build_config(ExplainConfig, args)
     texts = [line for line in Path(args.texts).read_text().splitlines() if line.strip()]
-    explanations = explain_texts(args.model, texts, args.explainer, ig_steps=args.ig_steps,
-                                 batch_size=args.batch_size)
+    explanations = explain_texts(args.model, texts, config.explainers,
+                                 ig_steps=config.ig_steps, batch_size=config.batch_size)
     label_names = load(args.model).info.get("label_names") or ()
     print(json.dumps(write_explanations(explanations, args.output_dir, texts=texts,
                                         label_names=label_names), indent=2))
@@ -240,11 +305,13 @@ def _faithfulness(args: argparse.Namespace) -> int:
     from smat.jobs.reports import faithfulness_report, held_out_split
     from smat.store.model_store import load
 
+    config = _build_config(FaithfulnessConfig, args)
     trained = load(args.model)
-    data = held_out_split(trained, num_examples=args.num_examples)
-    report = faithfulness_report(trained, data, args.explainers,
-                                 bins=[b / 100 for b in args.bins], replacement=args.replacement,
-                                 ig_steps=args.ig_steps, batch_size=args.batch_size)
+    data = held_out_split(trained, num_examples=config.explain.num_examples)
+    report = faithfulness_report(trained, data, config.explain.explainers, bins=config.bins,
+                                 replacement=config.replacement,
+                                 ig_steps=config.explain.ig_steps,
+                                 batch_size=config.explain.batch_size)
     _write(args.output_dir, "faithfulness", report)
     return 0
 
@@ -253,12 +320,13 @@ def _agreement(args: argparse.Namespace) -> int:
     from smat.jobs.reports import agreement_report, held_out_split
     from smat.store.model_store import load
 
+    config = _build_config(AgreementConfig, args)
     models = [load(path) for path in args.model]
-    data = held_out_split(models[0], num_examples=args.num_examples)
+    data = held_out_split(models[0], num_examples=config.explain.num_examples)
     Path(args.output_dir).mkdir(parents=True, exist_ok=True)
-    report = agreement_report(models, data, args.explainers, metrics=args.metrics,
-                              top_k=args.top_k, ig_steps=args.ig_steps,
-                              batch_size=args.batch_size, plot_dir=args.output_dir)
+    report = agreement_report(models, data, config.explain.explainers, metrics=config.metrics,
+                              top_k=config.top_k, ig_steps=config.explain.ig_steps,
+                              batch_size=config.explain.batch_size, plot_dir=args.output_dir)
     _write(args.output_dir, "agreement", report)
     return 0
 
@@ -268,24 +336,19 @@ def _plausibility(args: argparse.Namespace) -> int:
     from smat.jobs.reports import plausibility_report
     from smat.store.model_store import load
 
+    config = _build_config(PlausibilityConfig, args)
     trained = load(args.model)
     # Plausibility explains the model's predictions: the data set's gold labels are not used.
-    rationales = load_eraser(args.data_dir, split=args.split)
-    if args.num_examples is not None:
-        rationales = rationales.select(range(min(args.num_examples, len(rationales))))
-    report = plausibility_report(trained, rationales, args.explainers, max_len=args.max_len,
-                                 top_k=args.top_k, ig_steps=args.ig_steps,
-                                 batch_size=args.batch_size)
+    rationales = load_eraser(config.data_dir, split=config.split)
+    if config.explain.num_examples is not None:
+        rationales = rationales.select(
+            range(min(config.explain.num_examples, len(rationales))))
+    report = plausibility_report(trained, rationales, config.explain.explainers,
+                                 max_len=config.max_len, top_k=config.top_k,
+                                 ig_steps=config.explain.ig_steps,
+                                 batch_size=config.explain.batch_size)
     _write(args.output_dir, "plausibility", report)
     return 0
-
-
-def _common(parser: argparse.ArgumentParser, *, batch_size: int) -> None:
-    parser.add_argument("--explainers", nargs="+", required=True, help=names_help())
-    parser.add_argument("--num-examples", type=int, default=None,
-                        help="evaluate the first N examples (default: all)")
-    parser.add_argument("--ig-steps", type=int, default=50)
-    parser.add_argument("--batch-size", type=int, default=batch_size)
 
 
 def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
@@ -298,10 +361,7 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
     faith = subparsers.add_parser(
         "faithfulness", help="comprehensiveness / sufficiency of explainers (ERASER AOPC)")
     faith.add_argument("--model", required=True, help="a `smat train-teacher` model folder")
-    _common(faith, batch_size=16)
-    faith.add_argument("--bins", type=float, nargs="+", default=[100 * b for b in DEFAULT_BINS],
-                       help="percent of tokens removed / kept per bin")
-    faith.add_argument("--replacement", default="mask", choices=["mask", "pad"])
+    _add_dataclass_flags(faith, FaithfulnessConfig)
     faith.add_argument("--output-dir", default="runs/faithfulness")
     faith.set_defaults(run=_faithfulness)
 
@@ -309,24 +369,14 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
                                   help="pairwise agreement between explainers (Jukić et al.)")
     agree.add_argument("--model", nargs="+", required=True,
                        help="one or more model folders (seeds), sharing a tokenizer")
-    _common(agree, batch_size=16)
-    agree.add_argument("--metrics", nargs="+", default=list(AGREEMENT_METRICS),
-                       choices=list(AGREEMENT_METRICS))
-    agree.add_argument("--top-k", type=int, default=5, help="tokens in the top-k overlap")
+    _add_dataclass_flags(agree, AgreementConfig)
     agree.add_argument("--output-dir", default="runs/agreement")
     agree.set_defaults(run=_agreement)
 
     plaus = subparsers.add_parser("plausibility",
                                   help="agreement with human rationales (ERASER format)")
     plaus.add_argument("--model", required=True, help="a trained-model folder")
-    plaus.add_argument("--data-dir", required=True,
-                       help="ERASER data set folder ({split}.jsonl and docs/)")
-    plaus.add_argument("--split", default="test", choices=["train", "val", "test"])
-    plaus.add_argument("--max-len", type=int, default=None,
-                       help="token length (default: the model's)")
-    plaus.add_argument("--top-k", type=int, default=None,
-                       help="words selected for F1 (default: mean rationale length)")
-    _common(plaus, batch_size=8)
+    _add_dataclass_flags(plaus, PlausibilityConfig)
     plaus.add_argument("--output-dir", default="runs/plausibility")
     plaus.set_defaults(run=_plausibility)
     return [faith, agree, plaus]
@@ -335,87 +385,45 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
 # ------------------------------------------------------------------ roar
 
 
-def parse_ratios(text: str) -> tuple[float, ...]:
-    """``"0:100:10"`` (percent start:stop:step, inclusive) or ``"0,20,50,100"`` -> fractions.
-
-    Raises:
-      ValueError: malformed text (the message shows both forms).
-    """
-    try:
-        if ":" in text:
-            start, stop, step = (int(part) for part in text.split(":"))
-            if step <= 0:
-                raise ValueError
-            percents = list(range(start, stop + 1, step))
-        else:
-            percents = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise ValueError(f"--ratios must be 'start:stop:step' in percent (e.g. 0:100:10) or a "
-                         f"comma list (e.g. 0,20,50,100); got {text!r}") from None
-    return check_ratios([p / 100 for p in percents])
-
-
 def _add_roar_command(subparsers: Any) -> argparse.ArgumentParser:
     """The ``roar`` sub-command over :func:`smat.jobs.roar.run_roar`. Every cell retrains
     from scratch, so the compilation cache (on by default) saves most compile time."""
+    from smat.jobs.roar import PRESETS, RoarConfig
+
     parser = subparsers.add_parser(
         "roar", help="ROAR / Recursive ROAR faithfulness (Madsen et al., 2022)")
-    from smat.jobs.roar import EXPLAINERS, PRESETS, RoarConfig
-
-    defaults = RoarConfig()
-    parser.add_argument("--recursive", action="store_true", help="Recursive ROAR")
-    parser.add_argument("--explainers", nargs="+", default=list(defaults.explainers),
-                        choices=EXPLAINERS)
-    parser.add_argument("--ratios", default="0:100:20", help="percent start:stop:step or list")
-    parser.add_argument("--seeds", type=int, default=len(defaults.seeds),
-                        help="number of seeds (0..N-1)")
-    parser.add_argument("--parallel-seeds", action="store_true",
-                        help="train the seeds of each cell in one vmapped program (GPU)")
-    parser.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    _add_dataclass_flags(parser, RoarConfig, skip=("seeds",))
+    _add_seeds_flag(parser, default=len(RoarConfig().seeds))
+    parser.add_argument("--preset", default="small", choices=sorted(PRESETS),
+                        help="model and training recipe; the training flags below "
+                             "change single settings of it")
     parser.add_argument("--model", default=None, help="pretrained folder or Hub id")
-    parser.add_argument("--source", default="movie-snippets")
-    parser.add_argument("--task", default="classification",
-                        choices=["classification", "regression"])
-    parser.add_argument("--text-column", default="text")
-    parser.add_argument("--label-column", default="label")
-    parser.add_argument("--max-len", type=int, default=64)
-    parser.add_argument("--split-seed", type=int, default=0)
-    parser.add_argument("--num-examples", type=int, default=None,
-                        help="subsample before splitting (default: all)")
-    parser.add_argument("--validation-fraction", type=float,
-                        default=defaults.validation_fraction)
-    parser.add_argument("--test-fraction", type=float, default=defaults.test_fraction)
-    parser.add_argument("--metric", default=defaults.metric,
-                        choices=["accuracy", "macro_f1", "pearson"])
-    parser.add_argument("--ig-steps", type=int, default=defaults.ig_steps)
-    for name in ("learning_rate", "batch_size", "max_epochs", "patience", "warmup_steps",
-                 "evals_per_epoch"):
-        kind = type(getattr(TeacherTrainConfig(), name))
-        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None,
-                            help="(default: the preset's)")
+    _add_dataclass_flags(parser, DataConfig, skip=("teacher_fraction",
+                                                   "student_validation_size",
+                                                   "student_test_size"))
+    _add_dataclass_flags(parser, TeacherTrainConfig, relative=True)
     parser.add_argument("--output-dir", default="runs/roar")
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(run=_roar_command)
     return parser
 
 
-def _roar_command(args: argparse.Namespace) -> int:
-    from smat.jobs.roar import PRESETS, RoarConfig, roar_markdown_table, run_roar
+def roar_configs(args: argparse.Namespace) -> tuple[DataConfig, Any, TeacherTrainConfig]:
+    """The data, ROAR and training configs of parsed ``smat roar`` flags: training is the
+    preset's with the given flags changed; seeds are SEED..SEED+N-1."""
+    from smat.jobs.roar import PRESETS, RoarConfig
 
-    metric = "pearson" if args.task == "regression" else args.metric
-    roar = RoarConfig(explainers=tuple(args.explainers), ratios=parse_ratios(args.ratios),
-                      seeds=tuple(range(args.seeds)), recursive=args.recursive,
-                      num_examples=args.num_examples,
-                      validation_fraction=args.validation_fraction,
-                      test_fraction=args.test_fraction, ig_steps=args.ig_steps, metric=metric,
-                      parallel_seeds=args.parallel_seeds)
-    data = DataConfig(source=args.source, task=args.task, text_column=args.text_column,
-                      label_column=args.label_column, max_len=args.max_len,
-                      split_seed=args.split_seed)
-    overrides = {name: getattr(args, name) for name in (
-        "learning_rate", "batch_size", "max_epochs", "patience", "warmup_steps",
-        "evals_per_epoch") if getattr(args, name) is not None}
-    train = dataclasses.replace(PRESETS[args.preset].train, **overrides)
+    train = _build_config(TeacherTrainConfig, args, base=PRESETS[args.preset].train)
+    data = _build_config(DataConfig, args)
+    roar = _build_config(RoarConfig, args, seeds=tuple(_seeds(args, train.loop.seed)),
+                         **({"metric": "pearson"} if data.task == "regression" else {}))
+    return data, roar, train
+
+
+def _roar_command(args: argparse.Namespace) -> int:
+    from smat.jobs.roar import roar_markdown_table, run_roar
+
+    data, roar, train = roar_configs(args)
     report = run_roar(data=data, roar=roar, preset=args.preset, train=train,
                       model_source=args.model, output_dir=args.output_dir,
                       progress=not args.no_progress)
@@ -439,9 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="pretrained folder or Hub id (default: offline all-MiniLM-L6-v2)")
     teacher.add_argument("--pooling", default="scalar_mix", choices=["scalar_mix", "cls", "mean"])
     teacher.add_argument("--output-dir", default="runs/teacher")
-    teacher.add_argument("--seeds", type=int, default=1, metavar="N",
-                         help="train seeds SEED..SEED+N-1, each in OUTPUT_DIR/seed{s} "
-                              "(default: 1, one run in OUTPUT_DIR)")
+    _add_seeds_flag(teacher)
     teacher.add_argument("--no-progress", action="store_true")
     _add_runtime_flags(teacher)
     teacher.set_defaults(run=_train_teacher)
@@ -454,8 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     student.add_argument("--output-dir", default=None,
                          help="(default: TEACHER/students/n{N}/{explainer}/seed{S}; with "
                               "--output-dir, several seeds go to OUTPUT_DIR/seed{S})")
-    student.add_argument("--seeds", type=int, default=1, metavar="N",
-                         help="train seeds SEED..SEED+N-1 (default: 1)")
+    _add_seeds_flag(student)
     student.add_argument("--no-progress", action="store_true")
     _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(student)
@@ -465,21 +470,18 @@ def build_parser() -> argparse.ArgumentParser:
                                help="simulability grid over sizes x explainers x seeds")
     grid.add_argument("--teacher", required=True)
     grid.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000])
-    grid.add_argument("--seeds", type=int, default=5, help="number of seeds (0..S-1)")
+    _add_seeds_flag(grid, default=5)
     grid.add_argument("--explainers", nargs="+", default=["none", "attention_all", "smat"],
                       choices=STUDENT_SETTINGS)
     grid.add_argument("--output-dir", default=None, help="(default: TEACHER/simulability)")
     grid.add_argument("--no-progress", action="store_true")
-    _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer", "seed"))
+    _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(grid)
     grid.set_defaults(run=_simulability)
 
     explain = commands.add_parser("explain", help="explain predictions; JSON + HTML page")
     explain.add_argument("--model", required=True, help="a trained-model folder")
-    explain.add_argument("--explainer", nargs="+", required=True,
-                         help=names_help())
-    explain.add_argument("--ig-steps", type=int, default=50)
-    explain.add_argument("--batch-size", type=int, default=16)
+    _add_dataclass_flags(explain, ExplainConfig, skip=("num_examples",))
     explain.add_argument("--output-dir", default="runs/explain")
     explain.add_argument("texts", help="text file, one example per line")
     _add_runtime_flags(explain)

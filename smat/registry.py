@@ -100,6 +100,9 @@ class ExplainerSpec:
       signed: scores can be negative (attention explainers return pooled logits).
       student_beta: the explanation-loss weight of a student learning from it (paper §5),
         or None when it is no student setting.
+      teacher_temperature: a student learning from it sees its scores divided by this
+        before the softmax of the explanation loss (the authors' explainer defaults: 0.1
+        for input x gradient, 0.5 for integrated gradients, 1 otherwise).
       batch_independent: its scores for a row need the row's data-set index (``row_ids``)
         rather than the batch's other rows, and run on uncut batches.
     """
@@ -111,6 +114,7 @@ class ExplainerSpec:
     needs_full_attention: bool = False
     signed: bool = False
     student_beta: float | None = None
+    teacher_temperature: float = 1.0
     batch_independent: bool = False
 
 
@@ -119,11 +123,12 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                   summary="L2 norm of the gradient at each word embedding (SMaT 'Gradient "
                           "L2'; Captum Saliency)"),
     ExplainerSpec(name="input_x_gradient", scores=_input_x_gradient, needs_gradients=True,
-                  signed=True, student_beta=0.2,
+                  signed=True, student_beta=0.2, teacher_temperature=0.1,
                   summary="embedding x gradient, summed over the embedding (Captum "
                           "InputXGradient)"),
     ExplainerSpec(name="integrated_gradients", scores=_integrated_gradients,
                   needs_gradients=True, signed=True, student_beta=0.2,
+                  teacher_temperature=0.5,
                   summary="integrated gradients from a zero baseline, summed over the "
                           "embedding (Captum IntegratedGradients)"),
     ExplainerSpec(name="attention_all", scores=_pooled_attention(baselines.all_layers_attention),

@@ -109,7 +109,7 @@ def test_teacher_student_explain_predict(tiny_teacher_args, tmp_path, capsys):
     texts = tmp_path / "texts.txt"
     texts.write_text("a great film\n\nboring and slow\n")
     out = tmp_path / "explain"
-    assert main(["explain", "--model", str(teacher / "model"), "--explainer", "gradient",
+    assert main(["explain", "--model", str(teacher / "model"), "--explainers", "gradient",
                  "attention_all", str(explainer_dir), "--output-dir", str(out),
                  str(texts)]) == 0
     capsys.readouterr()

@@ -12,6 +12,7 @@ from smat.evaluation.roar import (
     mask_input_ids,
     maskable_tokens,
     num_to_mask,
+    parse_ratios,
     plot_roar,
     roar_faithfulness,
     roar_mask,
@@ -25,6 +26,15 @@ from smat.evaluation.roar_synthetic import (
 from tests.helpers import synthetic_encoded
 
 # ------------------------------------------------------------------ masking op
+
+
+def test_parse_ratios_reads_percent_ranges_and_lists():
+    assert parse_ratios("0:100:20") == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    assert parse_ratios("0,50,100") == (0.0, 0.5, 1.0)
+    with pytest.raises(ValueError, match="start:stop:step"):
+        parse_ratios("0-100")
+    with pytest.raises(ValueError, match="end at 1.0"):
+        parse_ratios("0:80:20")
 
 SPECIAL = np.array([[True, False, False, False, False, True, True]])  # [CLS] 4 tokens [SEP] pad
 ATTENTION = np.array([[1, 1, 1, 1, 1, 1, 0]])

@@ -124,7 +124,7 @@ def test_plausibility_scores_words_and_counts_what_truncation_cuts(trained, eras
 def test_commands_write_json_and_markdown(tiny_teacher, eraser_dir, tmp_path, capsys):
     model = str(tiny_teacher / "model")
     assert main(["faithfulness", "--model", model, "--explainers", "gradient", "random",
-                 "--num-examples", "8", "--bins", "10", "50", "--output-dir",
+                 "--num-examples", "8", "--bins", "0.1", "0.5", "--output-dir",
                  str(tmp_path / "f")]) == 0
     faith = json.loads((tmp_path / "f" / "faithfulness.json").read_text())
     assert faith["bins"] == [0.1, 0.5] and faith["num_examples"] == 8

@@ -12,6 +12,7 @@ import pytest
 
 from smat import cli as roar_cli
 from smat.jobs import roar as roar_job
+from smat.training.loop import LoopConfig, with_loop
 from smat.training.teacher import TeacherResult, TeacherTrainConfig
 from tests.helpers import synthetic_encoded, tiny_classifier
 
@@ -21,10 +22,10 @@ def _runner(tmp_path, *, recursive, explainers=("gradient",), ratios=(0.0, 0.5, 
     data = synthetic_encoded(48, seed=0)
     splits = roar_job.Splits(data, synthetic_encoded(16, seed=1), synthetic_encoded(16, seed=2))
     config = roar_job.RoarConfig(explainers=explainers, ratios=ratios, seeds=seeds,
-                                 recursive=recursive, metric="accuracy", explain_batch_size=16,
-                                 parallel_seeds=parallel_seeds)
-    train = TeacherTrainConfig(batch_size=16, max_epochs=1, patience=1, warmup_steps=1,
-                               learning_rate=1e-3, length_multiple=16)
+                                 recursive=recursive, metric="accuracy", explain_batch_size=16)
+    train = TeacherTrainConfig(warmup_steps=1, learning_rate=1e-3, loop=LoopConfig(
+        batch_size=16, max_epochs=1, patience=1, length_multiple=16,
+        parallel_seeds=parallel_seeds))
     return roar_job.RoarRunner(make_model=lambda seed: tiny_classifier(seed=seed),
                                splits=splits, mask_token_id=4, config=config, train=train,
                                task="classification", cache_dir=tmp_path, dataset="synthetic",
@@ -164,18 +165,24 @@ def test_small_preset_keeps_minilm_first_two_layers():
 
 
 def test_config_and_command_line():
-    assert roar_cli.parse_ratios("0:100:20") == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
-    assert roar_cli.parse_ratios("0,50,100") == (0.0, 0.5, 1.0)
-    with pytest.raises(ValueError, match="start:stop:step"):
-        roar_cli.parse_ratios("0-100")
     with pytest.raises(ValueError, match="explainers must be distinct names"):
         roar_job.RoarConfig(explainers=("random",))
     parser = argparse.ArgumentParser()
     roar_cli._add_roar_command(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["roar", "--recursive", "--explainers", "attention", "gradient",
-                              "--ratios", "0:100:10", "--seeds", "3", "--preset", "small"])
-    assert args.recursive and args.seeds == 3 and args.explainers == ["attention", "gradient"]
-    assert args.run is roar_cli._roar_command and not args.parallel_seeds
-    assert parser.parse_args(["roar", "--parallel-seeds"]).parallel_seeds
+                              "--ratios", "0:100:10", "--seeds", "3", "--seed", "2",
+                              "--preset", "small", "--max-epochs", "5", "--max-len", "32"])
+    assert args.run is roar_cli._roar_command
+    data, roar, train = roar_cli.roar_configs(args)
+    assert roar.recursive and roar.explainers == ("attention", "gradient")
+    assert roar.ratios == tuple(i / 10 for i in range(11)) and roar.seeds == (2, 3, 4)
+    preset = roar_job.PRESETS["small"].train
+    # The training flags given change the preset; the others keep its values.
+    assert train == with_loop(preset, max_epochs=5, seed=2)
+    assert data.max_len == 32 and data.source == "movie-snippets"
+    parallel = roar_cli.roar_configs(parser.parse_args(["roar", "--parallel-seeds"]))[2]
+    assert parallel == with_loop(preset, parallel_seeds=True)
+    with pytest.raises(SystemExit):  # argparse rejects a name outside the registry
+        parser.parse_args(["roar", "--explainers", "lime"])
 
 

@@ -19,6 +19,7 @@ import smat.parallel as parallel
 from smat.cli import main
 from smat.models import functional
 from smat.parallel import data_mesh, initialize_distributed, replicate, resolve_mesh, shard_batch
+from smat.training.loop import LoopConfig, with_loop
 from smat.training.scaffold import init_state, scaffold_step
 from smat.training.teacher import (
     TeacherTrainConfig,
@@ -33,8 +34,8 @@ from tests.helpers import synthetic_encoded, tiny_classifier
 
 pytestmark = pytest.mark.multidevice
 DEVICES = 8
-FAST = dict(learning_rate=3e-3, warmup_steps=3, batch_size=16, max_epochs=2, patience=2,
-            evals_per_epoch=2, length_multiple=16)
+FAST = TeacherTrainConfig(learning_rate=3e-3, warmup_steps=3, loop=LoopConfig(
+    batch_size=16, max_epochs=2, patience=2, evals_per_epoch=2, length_multiple=16))
 TOL = dict(rtol=2e-5, atol=2e-6)
 
 
@@ -131,7 +132,7 @@ def test_initialize_distributed_only_when_multi_host(monkeypatch):
 
 def _teacher_setup(seed=0, batch_seed=0):
     graphdef, params = functional.split(tiny_classifier(seed=seed))
-    optimizer = teacher_optimizer(TeacherTrainConfig(**FAST), 10)
+    optimizer = teacher_optimizer(FAST, 10)
     state = TrainState(jnp.zeros((), jnp.int32), copy(params), optimizer.init(params))
     batches = [synthetic_encoded(16, seed=batch_seed + i) for i in range(3)]
     return graphdef, optimizer, state, batches
@@ -172,7 +173,7 @@ def test_sharded_teacher_step_equals_single_device():
 
 def test_train_teacher_on_eight_devices_equals_one(tmp_path):
     train, valid = synthetic_encoded(64, seed=0), synthetic_encoded(32, seed=1)
-    config = TeacherTrainConfig(**FAST)
+    config = FAST
     runs = [train_teacher(tiny_classifier(), train, valid, task="classification",
                           config=config, output_dir=tmp_path / name, progress=False,
                           mesh=mesh)[0]
@@ -273,13 +274,13 @@ def test_vmapped_seed_steps_equal_sequential_steps_and_compose_with_sharding():
 
 def test_train_teacher_seeds_equals_sequential_runs(tmp_path):
     train, valid = synthetic_encoded(64, seed=0), synthetic_encoded(32, seed=1)
-    config = TeacherTrainConfig(**FAST)
+    config = FAST
     sequential = train_teacher([tiny_classifier(seed=s) for s in SEEDS], train, valid,
                                task="classification", config=config, seeds=SEEDS,
                                output_dir=[tmp_path / f"seq{s}" for s in SEEDS], progress=False)
     together = train_teacher([tiny_classifier(seed=s) for s in SEEDS], train, valid,
                              task="classification",
-                             config=TeacherTrainConfig(**FAST, parallel_seeds=True), seeds=SEEDS,
+                             config=with_loop(FAST, parallel_seeds=True), seeds=SEEDS,
                              output_dir=tmp_path / "vmap", progress=False, mesh=data_mesh())
     for s, one, other in zip(SEEDS, sequential, together, strict=True):
         assert (other.steps, other.best_step) == (one.steps, one.best_step)
@@ -315,12 +316,12 @@ def test_train_teacher_seeds_with_data_per_seed_equals_sequential_runs(tmp_path)
     trains = [synthetic_encoded(64, seed=10 + s) for s in SEEDS[:2]]
     valids = [synthetic_encoded(32, seed=20 + s) for s in SEEDS[:2]]
     sequential = [train_teacher(tiny_classifier(seed=s), t, v, task="classification",
-                                config=TeacherTrainConfig(**{**FAST, "seed": s}),
+                                config=with_loop(FAST, seed=s),
                                 output_dir=tmp_path / f"seq{s}", progress=False)[0]
                   for s, t, v in zip(SEEDS[:2], trains, valids, strict=True)]
     together = train_teacher([tiny_classifier(seed=s) for s in SEEDS[:2]], trains, valids,
                              task="classification",
-                             config=TeacherTrainConfig(**FAST, parallel_seeds=True),
+                             config=with_loop(FAST, parallel_seeds=True),
                              seeds=SEEDS[:2], output_dir=tmp_path / "vmap", progress=False)
     for one, other in zip(sequential, together, strict=True):
         assert (other.steps, other.best_step) == (one.steps, one.best_step)
@@ -336,8 +337,9 @@ def test_vmapped_students_sharded_over_eight_devices_equal_one_device(tmp_path):
     train, valid, test = (cache_teacher(graphdef, params, synthetic_encoded(n, seed=s),
                                         setting="smat", batch_size=16)
                           for n, s in ((32, 0), (16, 1), (16, 2)))
-    config = StudentTrainConfig(explainer="smat", batch_size=16, max_epochs=2, patience=5,
-                                evals_per_epoch=1, length_multiple=16, parallel_seeds=True)
+    config = StudentTrainConfig(explainer="smat", loop=LoopConfig(
+        batch_size=16, max_epochs=2, patience=5, evals_per_epoch=1, length_multiple=16,
+        parallel_seeds=True))
     runs = [train_student([tiny_classifier(seed=s) for s in (0, 1)], train, valid, test,
                           task="classification", config=config, seeds=(0, 1), progress=False,
                           output_dir=tmp_path / f"devices{n}", mesh=data_mesh(n))
@@ -400,7 +402,7 @@ def test_cli_parallel_seeds_trains_each_seed_like_its_own_run(tiny_teacher_args,
     assert together[1]["test"] == pytest.approx(alone["test"], abs=1 / 40)
     for seed in (0, 1):
         folder = tmp_path / "together" / f"seed{seed}"
-        assert json.loads((folder / "config.json").read_text())["train"]["seed"] == seed
+        assert json.loads((folder / "config.json").read_text())["train"]["loop"]["seed"] == seed
         assert (folder / "model").is_dir()
         assert (folder / "checkpoints" / "metrics.jsonl").is_file()
     # A rerun reuses the finished seeds: nothing is trained or saved again.

@@ -3,7 +3,14 @@ import json
 import numpy as np
 import pytest
 
-from smat.store.run_log import MetricsWriter, check_finite, mean_metrics, write_json_atomic
+from smat.store.run_log import (
+    MetricsWriter,
+    cached_arrays,
+    check_finite,
+    mean_metrics,
+    settings_hash,
+    write_json_atomic,
+)
 
 
 def test_check_finite_names_metric_and_steps():
@@ -32,3 +39,30 @@ def test_write_json_atomic(tmp_path):
     write_json_atomic(tmp_path / "a" / "x.json", {"b": 1})
     assert json.loads((tmp_path / "a" / "x.json").read_text()) == {"b": 1}
     assert not list((tmp_path / "a").glob("*.tmp"))
+
+
+def test_cached_arrays_computes_once_and_never_leaves_a_partial_file(tmp_path):
+    path = tmp_path / "cache" / "scores.npz"
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"a": np.arange(3), "b": np.ones((2, 2), np.float32)}
+
+    first = cached_arrays(path, compute)
+    again = cached_arrays(path, compute)
+    assert len(calls) == 1 and sorted(again) == ["a", "b"]
+    np.testing.assert_array_equal(again["b"], first["b"])
+
+    def dies():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cached_arrays(tmp_path / "other.npz", dies)
+    assert not list(tmp_path.glob("other*"))
+
+
+def test_settings_hash_ignores_key_order_and_sees_values():
+    assert settings_hash({"a": 1, "b": [2, 3]}) == settings_hash({"b": [2, 3], "a": 1})
+    assert settings_hash({"a": 1}) != settings_hash({"a": 2})
+    assert len(settings_hash({})) == 12

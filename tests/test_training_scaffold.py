@@ -175,7 +175,10 @@ def test_functions_must_be_callable():
 
 def test_meta_gradient_matches_finite_differences():
     with jax.enable_x64(True):
-        config = ScaffoldConfig(beta=2.0, inner_learning_rate=0.5, outer_learning_rate=0.01)
+        # A clip small enough to act: the pilot is the real inner optimizer update (Eq. 8 as
+        # the authors' code runs it), clip factor, weight decay and all.
+        config = ScaffoldConfig(beta=2.0, inner_learning_rate=0.5, outer_learning_rate=0.01,
+                                inner_clip_norm=0.5, inner_weight_decay=0.01)
         functions = ScaffoldFunctions(  # with dropout: the pilot's dropout key is checked too
             student_forward=tiny_apply, student_explainer=explainer64, teacher_explainer=explainer64
         )
@@ -201,37 +204,47 @@ def test_meta_gradient_matches_finite_differences():
         def objective(phi_vector):  # Eqs. 3, 8 and 9 written out independently
             teacher = explainer64({"phi": phi_vector}, train["teacher_features"], mask).scores
 
-            def l_student(th):
+            def l_student(th, ps):
                 logits, pooled = tiny_apply(th, train, pilot_key)
-                student = explainer64(phi_s, pooled, mask).scores
+                student = explainer64(ps, pooled, mask).scores
                 return ce(logits, train["teacher_logits"]) + 2.0 * kl(teacher, student)
 
-            pilot = jax.tree.map(lambda p, g: p - 0.5 * g, theta, jax.grad(l_student)(theta))
-            return ce(tiny_apply(pilot, valid)[0], valid["teacher_logits"])
+            grads = jax.grad(l_student, argnums=(0, 1))(theta, phi_s)
+            norm = jnp.sqrt(sum(jnp.sum(g ** 2) for g in jax.tree.leaves(grads)))
+            clip = jnp.minimum(1.0, 0.5 / norm)  # global norm over theta and phiS together
+            pilot = jax.tree.map(lambda p, g: p - 0.5 * (clip * g + 0.01 * p), theta, grads[0])
+            return ce(tiny_apply(pilot, valid)[0], valid["teacher_logits"]), norm
 
+        assert objective(phi0)[1] > 0.6  # the clip is active, and its factor depends on phiT
         eps = 1e-5
-        fd = np.array([objective(phi0.at[i].add(eps)) - objective(phi0.at[i].add(-eps))
+        fd = np.array([objective(phi0.at[i].add(eps))[0] - objective(phi0.at[i].add(-eps))[0]
                        for i in range(phi0.shape[0])]) / (2 * eps)
         grad = jax.jit(jax.grad(pilot_objective), static_argnames=("config", "functions"))(
-            {"phi": phi0}, theta, phi_s, train, valid, pilot_key, config=config,
-            functions=functions,
+            {"phi": phi0}, theta, phi_s, state.inner_opt_state, train, valid, pilot_key,
+            config=config, functions=functions,
         )["phi"]
         assert grad.dtype == jnp.float64
         assert np.linalg.norm(fd) > 1e-3  # a real, non-trivial meta-gradient
         assert np.linalg.norm(grad - fd) / np.linalg.norm(fd) <= 1e-4
         np.testing.assert_allclose(metrics["outer_grad_norm"], np.linalg.norm(fd), rtol=1e-4)
-        np.testing.assert_allclose(metrics["outer_loss"], objective(phi0), rtol=1e-10)
-        # Adam's first step moves each coordinate by -lr * sign(gradient) (clip inactive).
+        np.testing.assert_allclose(metrics["outer_loss"], objective(phi0)[0], rtol=1e-10)
+        # Adam's first step moves each coordinate by -lr * g / (|g| + 1e-8) (outer clip
+        # inactive): -lr * sign(g) up to the epsilon, relative 1e-4 for |g| ~ 1e-4.
         step = state.teacher_explainer_params["phi"] - phi0
-        np.testing.assert_allclose(step, -0.01 * np.sign(fd), rtol=1e-5)
+        np.testing.assert_allclose(step, -0.01 * fd / (np.abs(fd) + 1e-8), rtol=1e-4)
 
 
-def test_reverse_and_forward_over_reverse_hypergradients_agree():
-    _, train, valid, state = setup()
-    forward = dataclasses.replace(CONFIG, hypergradient="forward_over_reverse")
+@pytest.mark.parametrize("clip", [100.0, 0.05])
+def test_reverse_and_forward_over_reverse_hypergradients_agree(clip):
+    """The same meta-gradient with the inner clip idle (100) and active (0.05), where the
+    pilot update is no longer linear in the gradient."""
+    reverse = dataclasses.replace(CONFIG, inner_clip_norm=clip)
+    forward = dataclasses.replace(reverse, hypergradient="forward_over_reverse")
+    _, train, valid, state = setup(config=reverse)
     a, metrics_a = scaffold_step(copy(state), train, valid, config=forward, functions=FUNCTIONS)
-    b, metrics_b = scaffold_step(copy(state), train, valid, config=CONFIG, functions=FUNCTIONS)
+    b, metrics_b = scaffold_step(copy(state), train, valid, config=reverse, functions=FUNCTIONS)
     assert float(metrics_a["outer_grad_norm"]) > 0
+    assert (float(metrics_b["grad_norm"]) > clip) == (clip < 1)
     for name in ("outer_loss", "outer_grad_norm", "outer_update_norm"):
         np.testing.assert_allclose(metrics_a[name], metrics_b[name], rtol=1e-4, err_msg=name)
     np.testing.assert_allclose(a.teacher_explainer_params.phi, b.teacher_explainer_params.phi,
@@ -259,7 +272,7 @@ def test_beta_zero_outer_gradient_is_exactly_zero():
     _, train, valid, state = setup(config=config)
     grad = jax.jit(jax.grad(pilot_objective), static_argnames=("config", "functions"))(
         state.teacher_explainer_params, state.student_params, state.student_explainer_params,
-        train, valid, None, config=config, functions=FUNCTIONS,
+        state.inner_opt_state, train, valid, None, config=config, functions=FUNCTIONS,
     )
     assert all(bool(jnp.all(g == 0)) for g in jax.tree.leaves(grad))
     phi_t = copy(state.teacher_explainer_params)

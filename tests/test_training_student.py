@@ -1,4 +1,3 @@
-import dataclasses
 
 import jax
 import numpy as np
@@ -8,6 +7,7 @@ import smat.training.scaffold
 from smat.models import functional
 from smat.registry import DEFAULT_BETA
 from smat.registry import STUDENT_SETTINGS as SETTINGS
+from smat.training.loop import LoopConfig, with_loop
 from smat.training.student import (
     StudentTrainConfig,
     cache_teacher,
@@ -15,8 +15,8 @@ from smat.training.student import (
 )
 from tests.helpers import synthetic_encoded, tiny_classifier
 
-FAST = dict(batch_size=16, max_epochs=2, patience=5, evals_per_epoch=2, length_multiple=16,
-            inner_learning_rate=0.05, outer_learning_rate=0.05)
+FAST = dict(inner_learning_rate=0.05, outer_learning_rate=0.05, loop=LoopConfig(
+    batch_size=16, max_epochs=2, patience=5, evals_per_epoch=2, length_multiple=16))
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,32 @@ def test_student_trains_and_reports_simulability(teacher, setting, tmp_path):
         assert result.teacher_explainer_params is None
 
 
+@pytest.mark.parametrize("setting,temperature", [("input_x_gradient", 0.1),
+                                                 ("integrated_gradients", 0.5),
+                                                 ("gradient", 1.0)])
+def test_static_teacher_scores_reach_the_step_at_the_teachers_temperature(
+        teacher, setting, temperature, tmp_path, monkeypatch):
+    """The authors' explainers divide input x gradient by 0.1 and IG by 0.5 before the
+    softmax of the explanation loss; the student's own scores are not rescaled."""
+    train = _rows(teacher, setting, 32, 0)
+    seen = []
+
+    def recording_step(states, train_batch, *args, **kwargs):
+        seen.append(np.asarray(train_batch["teacher_scores"]))
+        return real_step(states, train_batch, *args, **kwargs)
+
+    real_step = smat.training.scaffold.scaffold_seed_step
+    monkeypatch.setattr(smat.training.scaffold, "scaffold_seed_step", recording_step)
+    config = with_loop(StudentTrainConfig(explainer=setting, **FAST), max_epochs=1)
+    train_student(tiny_classifier(seed=5), train, train, train, task="classification",
+                  config=config, output_dir=tmp_path, progress=False)
+    # Every batch row is a training row scaled by 1 / temperature.
+    cached = train.teacher_scores / np.float32(temperature)
+    for row in seen[0][0]:
+        width = row.shape[0]
+        assert any(np.allclose(row, c[:width], rtol=1e-6) for c in cached)
+
+
 def test_unknown_setting_and_missing_cache(teacher, tmp_path):
     with pytest.raises(ValueError, match="explainer='lime'"):
         StudentTrainConfig(explainer="lime")
@@ -75,7 +101,7 @@ def test_smat_student_resumes_to_identical_parameters(seeds, parallel, teacher, 
     """Killed after a checkpoint, rerun: bit-identical students and head coefficients, for
     one seed and for two (vmapped or one after another)."""
     train, valid = _rows(teacher, "smat", 64, 0), _rows(teacher, "smat", 32, 1)
-    config = StudentTrainConfig(explainer="smat", parallel_seeds=parallel, **FAST)
+    config = with_loop(StudentTrainConfig(explainer="smat", **FAST), parallel_seeds=parallel)
 
     def run(folder):
         return train_student([tiny_classifier(seed=s) for s in seeds], train, valid, valid,
@@ -115,7 +141,7 @@ def test_students_of_several_seeds_in_one_program_equal_separate_runs(teacher, s
                           output_dir=tmp_path, progress=False)
     together = train_student([tiny_classifier(seed=10 + s) for s in seeds], train, valid, test,
                              task="classification",
-                             config=dataclasses.replace(config, parallel_seeds=True),
+                             config=with_loop(config, parallel_seeds=True),
                              seeds=seeds, output_dir=tmp_path / "vmap", progress=False)
     for one, other in zip(alone, together, strict=True):
         assert (other.best_step, other.steps) == (one.best_step, one.steps)

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import jax
@@ -6,7 +7,7 @@ import pytest
 
 import smat.training.teacher as train_module
 from smat.models import functional
-from smat.models.inference import predict_logits, trim_to_length
+from smat.training.loop import LoopConfig, with_loop
 from smat.training.teacher import (
     TeacherTrainConfig,
     evaluate,
@@ -14,8 +15,8 @@ from smat.training.teacher import (
 )
 from tests.helpers import synthetic_encoded, tiny_classifier
 
-FAST = dict(learning_rate=3e-3, warmup_steps=5, batch_size=16, max_epochs=6, patience=10,
-            evals_per_epoch=2, length_multiple=16)
+FAST = TeacherTrainConfig(learning_rate=3e-3, warmup_steps=5, loop=LoopConfig(
+    batch_size=16, max_epochs=6, patience=10, evals_per_epoch=2, length_multiple=16))
 
 
 def _leaves_equal(a, b):
@@ -27,7 +28,7 @@ def test_teacher_learns_synthetic_task(tmp_path):
     train, valid = synthetic_encoded(256, seed=0), synthetic_encoded(64, seed=1)
     model = tiny_classifier()
     (result,) = train_teacher(model, train, valid, task="classification",
-                           config=TeacherTrainConfig(**FAST), output_dir=tmp_path,
+                           config=FAST, output_dir=tmp_path,
                            progress=False)
     graphdef = functional.split(model)[0]
     assert result.best_validation["accuracy"] >= 0.9
@@ -44,7 +45,7 @@ def test_resume_after_interruption_gives_identical_params(seeds, parallel, tmp_p
     """Killed after a checkpoint, rerun: the same parameters, steps and metrics lines as an
     uninterrupted run, for one seed and for two (vmapped or one after another)."""
     train, valid = synthetic_encoded(96, seed=0), synthetic_encoded(32, seed=1)
-    config = TeacherTrainConfig(**{**FAST, "max_epochs": 2, "parallel_seeds": parallel})
+    config = with_loop(FAST, max_epochs=2, parallel_seeds=parallel)
 
     def run(folder):
         return train_teacher([tiny_classifier(seed=s) for s in seeds], train, valid,
@@ -79,8 +80,8 @@ def test_resume_after_interruption_gives_identical_params(seeds, parallel, tmp_p
 
 def test_early_stopping_and_finished_run_is_not_retrained(tmp_path):
     train, valid = synthetic_encoded(64, seed=0), synthetic_encoded(32, seed=1)
-    config = TeacherTrainConfig(**{**FAST, "learning_rate": 1e-12, "patience": 1,
-                                   "max_epochs": 50})
+    config = dataclasses.replace(with_loop(FAST, patience=1, max_epochs=50),
+                                 learning_rate=1e-12)
     (first,) = train_teacher(tiny_classifier(), train, valid, task="classification",
                              config=config, output_dir=tmp_path, progress=False)
     assert first.steps == 4  # two evaluations (every 2 steps): the second does not improve
@@ -89,31 +90,22 @@ def test_early_stopping_and_finished_run_is_not_retrained(tmp_path):
     assert again.steps == first.steps and again.best_step == first.best_step
 
 
-def test_trim_to_length_keeps_outputs():
-    data = synthetic_encoded(8, seq_len=32)
-    trimmed = trim_to_length(data, 8)
-    assert trimmed.input_ids.shape[1] == 8 * int(np.ceil(data.attention_mask.sum(1).max() / 8))
-    graphdef, params = functional.split(tiny_classifier())
-    full = predict_logits(graphdef, params, data, batch_size=3, length_multiple=32)
-    short = predict_logits(graphdef, params, data, batch_size=3, length_multiple=8)
-    np.testing.assert_allclose(full, short, atol=1e-5)
-    assert full.shape == (8, 2)
-
-
 def test_regression_teacher_runs(tmp_path):
     train = synthetic_encoded(64, seed=0)
     train = train._replace(labels=train.labels.astype(np.float32))
     (result,) = train_teacher(tiny_classifier(task="regression"), train, train,
                               task="regression",
-                              config=TeacherTrainConfig(**{**FAST, "max_epochs": 2}),
+                              config=with_loop(FAST, max_epochs=2),
                               output_dir=tmp_path, progress=False)
     assert set(result.best_validation) == {"pearson", "rmse"}
 
 
 def test_config_and_split_errors(tmp_path):
-    with pytest.raises(ValueError, match="batch_size must be > 0, got 0"):
-        TeacherTrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match="LoopConfig.batch_size must be >= 1, got 0"):
+        LoopConfig(batch_size=0)
+    with pytest.raises(ValueError, match="learning_rate must be > 0, got 0"):
+        TeacherTrainConfig(learning_rate=0)
     with pytest.raises(ValueError, match="fewer than one batch of 16"):
         train_teacher(tiny_classifier(), synthetic_encoded(8), synthetic_encoded(8),
-                      task="classification", config=TeacherTrainConfig(**FAST),
+                      task="classification", config=FAST,
                       output_dir=tmp_path, progress=False)

@@ -74,6 +74,27 @@ def check_ratios(ratios: Sequence[float]) -> tuple[float, ...]:
     return ratios
 
 
+def parse_ratios(text: str) -> tuple[float, ...]:
+    """``"0:100:10"`` (percent start:stop:step, inclusive) or ``"0,20,50,100"`` (percent)
+    -> checked fractions (:func:`check_ratios`).
+
+    Raises:
+      ValueError: malformed text (the message shows both forms).
+    """
+    try:
+        if ":" in text:
+            start, stop, step = (int(part) for part in text.split(":"))
+            if step <= 0:
+                raise ValueError
+            percents = list(range(start, stop + 1, step))
+        else:
+            percents = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"ratios must be 'start:stop:step' in percent (e.g. 0:100:10) or a "
+                         f"comma list (e.g. 0,20,50,100); got {text!r}") from None
+    return check_ratios([p / 100 for p in percents])
+
+
 def maskable_tokens(
     attention_mask: Int[ArrayLike, "batch seq"], special_tokens_mask: Bool[ArrayLike, "batch seq"]
 ) -> Bool[Array, "batch seq"]:

@@ -31,6 +31,7 @@ from smat.store import model_store
 from smat.store.explainer_store import load_explainer
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
+from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
 
@@ -38,10 +39,12 @@ from smat.training.teacher import TeacherTrainConfig
 # the reference 500 and a higher peak rate. Students: a larger SGD rate than the reference
 # 5e-3 (which needs many epochs), the meta step every 2nd step, one compiled shape (T = 64)
 # per setting, and smaller student validation / test sets.
-DEMO_TEACHER = TeacherTrainConfig(learning_rate=1e-4, warmup_steps=30, max_epochs=2,
-                                  evals_per_epoch=2, patience=2)
-DEMO_STUDENT = StudentTrainConfig(batch_size=16, max_epochs=2, patience=2, evals_per_epoch=1,
-                                  inner_learning_rate=0.05, meta_interval=2, length_multiple=64)
+DEMO_TEACHER = TeacherTrainConfig(learning_rate=1e-4, warmup_steps=30,
+                                  loop=LoopConfig(max_epochs=2, evals_per_epoch=2, patience=2))
+DEMO_STUDENT = StudentTrainConfig(
+    inner_learning_rate=0.05, meta_interval=2,
+    loop=LoopConfig(batch_size=16, max_epochs=2, patience=2, evals_per_epoch=1,
+                    length_multiple=64))
 DEMO_DATA = DataConfig(student_validation_size=250, student_test_size=500)
 DEMO_EXPLAINERS = ("none", "attention_all", "smat")
 DEMO_SIZE = 256

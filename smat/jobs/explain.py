@@ -7,6 +7,7 @@ explain the predicted class.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -15,14 +16,40 @@ import jax
 import numpy as np
 
 from smat import registry
-from smat.data import Encoded, length_sorted_batches, take, tokenize_texts
+from smat.data import Encoded, tokenize_texts
 from smat.models import functional
-from smat.models.inference import predict_logits, predictions_from_logits, trim_to_length
-from smat.parallel import resolve_mesh, shard_batch
+from smat.models.inference import batch_logits, map_batches, predictions_from_logits
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer
 from smat.store.render import render_html
 from smat.store.run_log import write_json_atomic
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExplainConfig:
+    """Which explainers a command runs and how (``smat explain`` and the evaluation
+    commands).
+
+    Attributes:
+      explainers: explainers to run, by name
+      ig_steps: quadrature nodes of integrated gradients.
+      batch_size: rows per jitted explainer call.
+      num_examples: explain only the first N examples (None: all).
+    """
+
+    explainers: tuple[str, ...] = dataclasses.field(metadata={"names": registry.names_help})
+    ig_steps: int = 50
+    batch_size: int = 16
+    num_examples: int | None = None
+
+    def __post_init__(self) -> None:
+        registry.check_explainers(self.explainers)
+        for name in ("ig_steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ExplainConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_examples is not None and self.num_examples < 1:
+            raise ValueError(f"ExplainConfig.num_examples must be >= 1, got "
+                             f"{self.num_examples}")
 
 
 class Explanations(NamedTuple):
@@ -40,12 +67,11 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
                     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Scores (N, T) of each explainer and the model's predictions on tokenized data.
 
-    Examples run in length-sorted batches (:func:`smat.data.length_sorted_batches`), each
-    cut to its longest row rounded up to `length_multiple`: explainers never run on columns
-    that are padding in every row, and the scores there are 0 as everywhere on padding.
-    "random" runs on the uncut batch with the rows' data-set indices, so its scores do not
-    depend on the batching. The last batch is filled up to `batch_size` (then sliced), so
-    each explainer compiles once per cut length. With a `mesh` (or an ambient one, see
+    Examples run through :func:`smat.models.inference.map_batches`: length-sorted batches,
+    each cut to its longest row rounded up to `length_multiple`, so explainers never run on
+    columns that are padding in every row (the scores there are 0, as everywhere on
+    padding). "random" runs on the uncut batch with the rows' data-set indices, so its
+    scores do not depend on the batching. With a `mesh` (or an ambient one, see
     :func:`smat.parallel.resolve_mesh`) every batch is sharded over its devices and
     `batch_size` must be a multiple of their number.
 
@@ -66,30 +92,28 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
     """
     registry.check_explainers(explainers)
     learned = {str(e): load_explainer(e) for e in explainers if not registry.is_static(e)}
-    scores = {str(e): np.zeros(data.input_ids.shape, np.float32) for e in explainers}
-    mesh = resolve_mesh(mesh)
 
-    def model_inputs(batch: Encoded) -> tuple:
-        inputs = (batch.input_ids, batch.attention_mask, batch.token_type_ids)
-        return inputs if mesh is None else shard_batch(inputs, mesh)
-
-    for rows, count in length_sorted_batches(data.attention_mask, batch_size=batch_size):
-        full = take(data, rows)
-        args = (graphdef, params, *model_inputs(trim_to_length(full, length_multiple)))
-        for name, out in scores.items():
+    def explain_batch(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
+        args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        outputs = {"logits": batch_logits(*args)}
+        for explainer in explainers:
+            name = str(explainer)
             if name in learned:
-                value = registry.learned_scores(*args, learned[name].params,
-                                                explainer_config=learned[name].config)
+                outputs[name] = registry.learned_scores(*args, learned[name].params,
+                                                        explainer_config=learned[name].config)
             elif registry.spec(name).batch_independent:
-                value = registry.static_scores(graphdef, params, *model_inputs(full),
-                                               name=name, row_ids=rows)
+                outputs[name] = registry.static_scores(
+                    graphdef, params, full.input_ids, full.attention_mask, full.token_type_ids,
+                    name=name, row_ids=rows)
             else:
-                value = registry.static_scores(*args, name=name, ig_steps=ig_steps)
-            value = np.asarray(value)[:count]
-            out[rows[:count], :value.shape[1]] = value
-    logits = predict_logits(graphdef, params, data, batch_size=batch_size,
-                            length_multiple=length_multiple, mesh=mesh)
-    return scores, predictions_from_logits(logits, task)
+                outputs[name] = registry.static_scores(*args, name=name, ig_steps=ig_steps)
+        return outputs
+
+    names = [str(e) for e in explainers]
+    outputs = map_batches(explain_batch, data, batch_size=batch_size,
+                          length_multiple=length_multiple, per_token=names, mesh=mesh)
+    scores = {name: outputs[name].astype(np.float32) for name in names}
+    return scores, predictions_from_logits(outputs["logits"], task)
 
 
 def explain_texts(model_dir: str | Path, texts: Sequence[str], explainers: Sequence[str | Path],

@@ -17,6 +17,7 @@ Every report is a JSON-able dict; :func:`markdown_table` renders one as the READ
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import warnings
 from collections.abc import Callable, Sequence
@@ -52,18 +53,74 @@ from smat.evaluation.plausibility import (
     word_level_scores,
 )
 from smat.evaluation.statistics import bootstrap_ci, holm_bonferroni, wilcoxon_greater
-from smat.jobs.explain import explain_data
+from smat.jobs.explain import ExplainConfig, explain_data
 from smat.jobs.runs import DataConfig, load_examples, protocol_data
 from smat.models import functional
 from smat.store import model_store
 
 __all__ = [
+    "AgreementConfig",
+    "FaithfulnessConfig",
+    "PlausibilityConfig",
     "agreement_report",
     "faithfulness_report",
     "held_out_split",
     "markdown_table",
     "plausibility_report",
 ]
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FaithfulnessConfig:
+    """Settings of a faithfulness report (:func:`faithfulness_report`).
+
+    Attributes:
+      bins: fractions of the maskable tokens removed (comprehensiveness) or kept
+        (sufficiency), averaged as ERASER's AOPC.
+      replacement: what removed tokens become, "mask" ([MASK]) or "pad".
+      explain: which explainers run and how (ExplainConfig).
+    """
+
+    bins: tuple[float, ...] = DEFAULT_BINS
+    replacement: str = dataclasses.field(default="mask",
+                                         metadata={"choices": ("mask", "pad")})
+    explain: ExplainConfig
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AgreementConfig:
+    """Settings of an agreement report (:func:`agreement_report`).
+
+    Attributes:
+      metrics: per-instance rank correlations; the first one is tested (Wilcoxon).
+      top_k: tokens compared by the top-k overlap.
+      explain: which explainers run and how (ExplainConfig).
+    """
+
+    metrics: tuple[str, ...] = dataclasses.field(
+        default=tuple(AGREEMENT_METRICS), metadata={"choices": tuple(AGREEMENT_METRICS)})
+    top_k: int = 5
+    explain: ExplainConfig
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlausibilityConfig:
+    """Settings of a plausibility report (:func:`plausibility_report`).
+
+    Attributes:
+      data_dir: an ERASER-format data set folder ({split}.jsonl and docs/).
+      split: which ERASER split to score.
+      max_len: token length (None: the model's).
+      top_k: words selected for token / IOU F1 (None: the mean rationale length).
+      explain: which explainers run and how (ExplainConfig).
+    """
+
+    data_dir: str
+    split: str = dataclasses.field(default="test",
+                                   metadata={"choices": ("train", "val", "test")})
+    max_len: int | None = None
+    top_k: int | None = None
+    explain: ExplainConfig
+
 
 PER_INSTANCE = {"pearson": pearson_r, "kendall": kendall_tau_b, "spearman": spearman_rho}
 

@@ -16,7 +16,7 @@ The procedure of Madsen et al. (2022, §3, DESIGN 5), top to bottom:
 Every cell (data set, model, explainer, seed, ratio, recursive, settings hash) is one
 folder whose ``result.json`` is written atomically last; the masks, and the importance a
 later cell needs, are saved beside it. A killed run resumes: finished cells are read
-back, the unfinished one resumes from its training checkpoint (with ``parallel_seeds`` the
+back, the unfinished one resumes from its training checkpoint (with ``loop.parallel_seeds`` the
 seeds of a cell train together in one vmapped program, resumable as well).
 
     smat roar --recursive --explainers attention gradient input_x_gradient \\
@@ -26,9 +26,7 @@ seeds of a cell train together in one vmapped program, resumable as well).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,11 +38,12 @@ from flax import nnx
 
 import baselines
 from smat import registry
-from smat.data import Encoded, iterate_batches, take, train_validation_test_split
+from smat.data import Encoded, take, train_validation_test_split
 from smat.evaluation.roar import (
     check_ratios,
     mask_input_ids,
     maskable_tokens,
+    parse_ratios,
     plot_roar,
     roar_faithfulness,
     roar_mask,
@@ -52,9 +51,16 @@ from smat.evaluation.roar import (
 )
 from smat.jobs.runs import DataConfig, load_examples
 from smat.models import SequenceClassifier, from_pretrained, functional, minilm_path
-from smat.models.inference import pad_rows, trim_to_length
+from smat.models.inference import map_batches
 from smat.store import checkpoint
-from smat.store.run_log import write_json_atomic
+from smat.store.run_log import (
+    cached_arrays,
+    read_arrays,
+    settings_hash,
+    write_arrays_atomic,
+    write_json_atomic,
+)
+from smat.training.loop import LoopConfig, with_loop
 from smat.training.teacher import (
     TeacherTrainConfig,
     evaluate,
@@ -74,25 +80,31 @@ class RoarConfig:
     """What a ROAR run evaluates (the model and data come from a preset and a DataConfig).
 
     Attributes:
-      explainers: importance measures, from :data:`EXPLAINERS`.
-      ratios: masking ratios, strictly increasing from 0.0 to 1.0.
+      explainers: importance measures to evaluate (the random baseline always runs).
+      ratios: masking ratios, strictly increasing fractions from 0.0 to 1.0 (on the command
+        line in percent: start:stop:step, inclusive, or a comma list).
       seeds: one model initialisation / data order / random baseline per seed.
       recursive: Recursive ROAR (importance recomputed at each ratio) instead of ROAR.
-      num_examples: examples drawn (seeded by ``DataConfig.split_seed``) before splitting;
+      num_examples: examples drawn (seeded by the data's split seed) before splitting;
         None keeps all.
-      validation_fraction / test_fraction: split sizes (``train_validation_test_split``).
+      validation_fraction: share of the examples in the validation split.
+      test_fraction: share of the examples in the test split.
       ig_steps: integrated-gradients steps (Madsen et al.: 50, Riemann right sums, b = 0).
       explain_batch_size: rows per importance computation.
       metric: the performance of Eq. 3 ("accuracy", "macro_f1" — Madsen et al.'s choice
         for sentiment — or "pearson" for regression).
       min_denominator: Eq. 3 is undefined below this denominator.
-      parallel_seeds: train the seeds' models of each cell in one program, vmapped over
-        seeds (``TeacherTrainConfig.parallel_seeds``); same results as one after another,
-        faster where a device has room for several small models (GPU), not on 2 CPU cores.
+
+    The seeds' models of each cell train in one vmapped program when the teacher config's
+    ``loop.parallel_seeds`` is set (same results; faster where a device has room for
+    several small models, not on 2 CPU cores).
     """
 
-    explainers: tuple[str, ...] = ("attention", "gradient", "input_x_gradient")
-    ratios: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    explainers: tuple[str, ...] = dataclasses.field(
+        default=("attention", "gradient", "input_x_gradient"), metadata={"choices": EXPLAINERS})
+    ratios: tuple[float, ...] = dataclasses.field(
+        default=(0.0, 0.2, 0.4, 0.6, 0.8, 1.0),
+        metadata={"parse": parse_ratios, "shown": "0:100:20"})
     seeds: tuple[int, ...] = (0, 1, 2)
     recursive: bool = False
     num_examples: int | None = None
@@ -100,9 +112,9 @@ class RoarConfig:
     test_fraction: float = 0.2
     ig_steps: int = 20
     explain_batch_size: int = 64
-    metric: str = "macro_f1"
+    metric: str = dataclasses.field(default="macro_f1",
+                                    metadata={"choices": ("accuracy", "macro_f1", "pearson")})
     min_denominator: float = 1e-3
-    parallel_seeds: bool = False
 
     def __post_init__(self) -> None:
         bad = [e for e in self.explainers if e not in EXPLAINERS]
@@ -138,11 +150,13 @@ PRESETS: dict[str, ModelPreset] = {
     # pretrained start converges in ~2 epochs where a random init needs far more data.
     # About 3x cheaper per step than the full encoder, for 2-core CPU runs.
     "small": ModelPreset(2, "mean", TeacherTrainConfig(
-        learning_rate=1e-4, warmup_steps=20, batch_size=32, max_epochs=2, patience=2,
-        evals_per_epoch=2), "all-MiniLM-L6-v2, first 2 layers, mean pooling"),
+        learning_rate=1e-4, warmup_steps=20,
+        loop=LoopConfig(batch_size=32, max_epochs=2, patience=2, evals_per_epoch=2)),
+        "all-MiniLM-L6-v2, first 2 layers, mean pooling"),
     "minilm": ModelPreset(None, "scalar_mix", TeacherTrainConfig(
-        learning_rate=5e-5, warmup_steps=100, batch_size=32, max_epochs=3, patience=3,
-        evals_per_epoch=2), "all-MiniLM-L6-v2 (6 layers), scalar mix"),
+        learning_rate=5e-5, warmup_steps=100,
+        loop=LoopConfig(batch_size=32, max_epochs=3, patience=3, evals_per_epoch=2)),
+        "all-MiniLM-L6-v2 (6 layers), scalar mix"),
 }
 """Model presets of ``smat roar --preset``."""
 
@@ -195,8 +209,9 @@ def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explain
 
     Madsen et al. (2022) explain the gold label; for regression the single output is
     explained. Gradient = L2 norm of the gradient, Input x Gradient = the one-hot entry = the
-    sum over the embedding, IG with b = 0 and right Riemann sums (their Eq. 2). Batches are
-    cut to their longest row (rounded up to 16) like training.
+    sum over the embedding, IG with b = 0 and right Riemann sums (their Eq. 2). Batches
+    (:func:`smat.models.inference.map_batches`) are cut to their longest row (rounded up to
+    16) like training.
 
     Args:
       graphdef / params: the model (``smat.models.functional.split``).
@@ -204,7 +219,7 @@ def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explain
       explainer: one of :data:`EXPLAINERS`.
       task: "classification" or "regression".
       ig_steps: integrated-gradients steps.
-      batch_size: rows per call (the last batch is padded, then sliced).
+      batch_size: rows per call.
 
     Returns:
       ``(N, T)`` float32 scores (0 at cut padding columns).
@@ -214,19 +229,17 @@ def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explain
     """
     if explainer not in EXPLAINERS:
         raise ValueError(f"unknown explainer {explainer!r}; choose from {EXPLAINERS}")
-    rows_out = []
-    width = data.input_ids.shape[1]
-    for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
-        rows = batch.input_ids.shape[0]
-        batch = trim_to_length(pad_rows(batch, batch_size), 16)
+
+    def gold_label_scores(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
         target = (batch.labels.astype(np.int32) if task == "classification"
-                  else np.zeros(batch_size, np.int32))
-        scores = np.asarray(registry.static_scores(
+                  else np.zeros(len(rows), np.int32))
+        return {"scores": registry.static_scores(
             graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids,
             target, name=registry.canonical(explainer), ig_steps=ig_steps,
-            ig_method="riemann_right"))
-        rows_out.append(np.pad(scores[:rows], ((0, 0), (0, width - scores.shape[1]))))
-    return np.concatenate(rows_out).astype(np.float32)
+            ig_method="riemann_right")}
+
+    return map_batches(gold_label_scores, data, batch_size=batch_size, length_multiple=16,
+                       per_token=["scores"])["scores"].astype(np.float32)
 
 
 # ------------------------------------------------------------------ cells and cache
@@ -253,28 +266,10 @@ class Cell(NamedTuple):
     after: Callable[[nnx.GraphDef, nnx.State, Splits], None] | None = None
 
 
-def _save_arrays(path: Path, **arrays: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        np.savez_compressed(f, **arrays)
-    os.replace(tmp, path)
-
-
-def _load_arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as stored:
-        return {name: stored[name] for name in stored.files}
-
-
 def _apply_masks(splits: Splits, masks: Splits, mask_token_id: int) -> Splits:
     return Splits(*(data._replace(input_ids=np.asarray(
         mask_input_ids(data.input_ids, mask, mask_token_id=mask_token_id)))
         for data, mask in zip(splits, masks, strict=True)))
-
-
-def settings_hash(settings: dict[str, Any]) -> str:
-    """First 12 hex digits of the SHA-256 of the settings as sorted JSON."""
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
 
 
 class RoarRunner:
@@ -302,7 +297,9 @@ class RoarRunner:
         self.maskable = Splits(*(np.asarray(maskable_tokens(d.attention_mask,
                                                             d.special_tokens_mask))
                                  for d in splits))
-        settings = {"train": {k: v for k, v in dataclasses.asdict(train).items() if k != "seed"},
+        # The cache key: what changes a cell's result (not the seed, which names the cell's
+        # folder, nor whether seeds run vmapped, which gives the same result).
+        settings = {"train": dataclasses.asdict(with_loop(train, seed=0, parallel_seeds=False)),
                     "sizes": [int(len(d.labels)) for d in splits], "task": task,
                     "mask_token_id": self.mask_token_id, "max_len": int(splits.train.
                                                                          input_ids.shape[1]),
@@ -340,24 +337,23 @@ class RoarRunner:
     def _cells(self, jobs: list[Cell]) -> list[dict[str, Any]]:
         """Train a fresh model per cell on its masked data (or read finished cells back).
 
-        With ``config.parallel_seeds`` the unfinished cells (one per seed) train together
+        With ``train.loop.parallel_seeds`` the unfinished cells (one per seed) train together
         in one vmapped program, otherwise one after another; either resumes mid-training.
         """
         todo = [job for job in jobs if not (job.folder / "result.json").is_file()]
         masked = {job.folder: _apply_masks(self.splits, job.masks, self.mask_token_id)
                   for job in todo}
         for job in todo:
-            _save_arrays(job.folder / "masks.npz",
+            write_arrays_atomic(job.folder / "masks.npz",
                          **dict(zip(Splits._fields, job.masks, strict=True)))
         if todo:
             graphdef = self._initial_model(todo[0].seed)[0]
             seeds, folders = [job.seed for job in todo], [job.folder / "train" for job in todo]
-            config = dataclasses.replace(self.train, parallel_seeds=self.config.parallel_seeds)
             results = train_teacher(
                 [nnx.merge(*self._initial_model(seed)) for seed in seeds],
                 [masked[job.folder].train for job in todo],
                 [masked[job.folder].validation for job in todo], task=self.task,
-                config=config, seeds=seeds, output_dir=folders, progress=self.progress)
+                config=self.train, seeds=seeds, output_dir=folders, progress=self.progress)
             for job, result in zip(todo, results, strict=True):
                 self._finish(job, graphdef, result, masked[job.folder])
         return [json.loads((job.folder / "result.json").read_text()) for job in jobs]
@@ -377,7 +373,7 @@ class RoarRunner:
         shutil.rmtree(job.folder / "train", ignore_errors=True)  # optimizer state: GBs per run
 
     def _masks(self, folder: Path) -> Splits:
-        return Splits(**_load_arrays(folder / "masks.npz"))
+        return Splits(**read_arrays(folder / "masks.npz"))
 
     # -- the shared cells ----------------------------------------------------------
     def unmasked(self, seeds: Sequence[int]) -> list[dict[str, Any]]:
@@ -414,12 +410,14 @@ class RoarRunner:
         """Importance from the 0% model on the unmasked data (cached beside its cell)."""
         folder = self.cell_dir("unmasked", seed, 0.0, False)
         path = folder / f"scores-{self._slot(explainer)}.npz"
-        if not path.is_file():
+
+        def compute() -> dict[str, np.ndarray]:
             self.unmasked([seed])
             graphdef, initial = self._initial_model(seed)
             params, _ = checkpoint.restore(folder / "params", target=initial)
-            _save_arrays(path, **self._explain_all(graphdef, params, self.splits, explainer))
-        return Splits(**_load_arrays(path))
+            return self._explain_all(graphdef, params, self.splits, explainer)
+
+        return Splits(**cached_arrays(path, compute))
 
     def _explain_all(self, graphdef, params, splits: Splits, explainer: str) -> dict:
         return {name: explain(graphdef, params, data, explainer=explainer, task=self.task,
@@ -448,7 +446,8 @@ class RoarRunner:
                                                         previous[seed], strict=True)))
 
                 def next_scores(graphdef, params, masked, path=folder / "scores.npz"):
-                    _save_arrays(path, **self._explain_all(graphdef, params, masked, explainer))
+                    write_arrays_atomic(path, **self._explain_all(graphdef, params, masked,
+                                                                  explainer))
 
                 # Recursive ROAR needs the next importance, also after the last ratio: a
                 # longer schedule reuses it.
@@ -456,7 +455,7 @@ class RoarRunner:
             for curve, job, record in zip(curves, jobs, self._cells(jobs), strict=True):
                 curve.append(record)
                 if recursive:
-                    scores[job.seed] = Splits(**_load_arrays(job.folder / "scores.npz"))
+                    scores[job.seed] = Splits(**read_arrays(job.folder / "scores.npz"))
                     previous[job.seed] = job.masks
         return curves
 

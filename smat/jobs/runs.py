@@ -27,8 +27,8 @@ from smat.data import (
 from smat.models import from_pretrained, functional, minilm_path
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer, save_explainer
-from smat.store.run_log import write_json_atomic
-from smat.training.loop import seed_folders
+from smat.store.run_log import cached_arrays, write_json_atomic
+from smat.training.loop import seed_folders, with_loop
 from smat.training.student import (
     StudentRows,
     StudentTrainConfig,
@@ -147,13 +147,13 @@ def run_teacher(
     simulability is later measured. Each seed's run folder (`output_dir` for one seed,
     ``output_dir/seed{s}`` for several) receives `config.json`, `checkpoints/` (metrics and
     the resumable loop state), the trained model (`model/`) and `result.json` last; a
-    finished seed is reused. ``train.parallel_seeds`` trains the seeds in one program.
+    finished seed is reused. ``train.loop.parallel_seeds`` trains the seeds in one program.
 
     Args:
       data: data source and splits (the same splits for every seed).
       train: teacher hyperparameters.
       output_dir: run folder.
-      seeds: distinct seeds (default: ``(train.seed,)``); each replaces ``train.seed``.
+      seeds: distinct seeds (default: ``(train.loop.seed,)``); each replaces the loop seed.
       model_source: pretrained checkpoint folder or Hub id (default: the offline MiniLM-L6).
       pooling: "scalar_mix" (paper), "cls" or "mean".
       progress: show progress bars.
@@ -162,7 +162,7 @@ def run_teacher(
       One result record per seed (also written to its `result.json`): metrics, sizes,
       seconds.
     """
-    seeds = (train.seed,) if seeds is None else tuple(seeds)
+    seeds = (train.loop.seed,) if seeds is None else tuple(seeds)
     folders = seed_folders(output_dir, seeds)
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
@@ -185,7 +185,7 @@ def _teacher_setup(data: DataConfig, train: TeacherTrainConfig, model_source: st
     for seed, folder in zip(seeds, folders, strict=True):
         write_json_atomic(folder / "config.json", {
             "data": dataclasses.asdict(data),
-            "train": dataclasses.asdict(dataclasses.replace(train, seed=seed)),
+            "train": dataclasses.asdict(with_loop(train, seed=seed)),
             "model_source": source, "pooling": pooling})
     dataset = load_examples(data)
     num_labels = dataset.num_labels if data.task == "classification" else 1
@@ -230,19 +230,18 @@ def _cached_student_rows(teacher_dir: Path, trained: model_store.TrainedModel,
     """Teacher outputs over the student splits, computed once per (setting, size) on disk."""
     path = teacher_dir / "cache" / f"{setting}-n{num_examples}-ig{ig_steps}.npz"
     names = ("train", "validation", "test")
-    if path.is_file():
-        with np.load(path) as stored:
-            return tuple(StudentRows(*(stored[f"{name}.{field}"] for field in StudentRows._fields))
-                         for name in names)
-    graphdef, params = functional.split(trained.model)
-    rows = tuple(cache_teacher(graphdef, params, data, setting=setting, ig_steps=ig_steps)
-                 for data in (parts.student_train, parts.student_validation, parts.student_test))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **{f"{name}.{field}": value for name, part in zip(names, rows, strict=True)
-                     for field, value in zip(StudentRows._fields, part, strict=True)})
-    tmp.replace(path)
-    return rows
+
+    def compute() -> dict[str, np.ndarray]:
+        graphdef, params = functional.split(trained.model)
+        parts_rows = [cache_teacher(graphdef, params, data, setting=setting, ig_steps=ig_steps)
+                      for data in (parts.student_train, parts.student_validation,
+                                   parts.student_test)]
+        return {f"{name}.{field}": value for name, rows in zip(names, parts_rows, strict=True)
+                for field, value in zip(StudentRows._fields, rows, strict=True)}
+
+    stored = cached_arrays(path, compute)
+    return tuple(StudentRows(*(stored[f"{name}.{field}"] for field in StudentRows._fields))
+                 for name in names)
 
 
 def run_student(
@@ -261,7 +260,7 @@ def run_student(
     teacher's data split. Each seed's run folder receives `config.json`, `checkpoints/`
     (resumable), `result.json` last, and for SMaT the learned teacher explainer under
     ``explainer/`` (load it with :func:`smat.load_explainer`); a finished seed is reused.
-    ``config.parallel_seeds`` trains the seeds in one program.
+    ``config.loop.parallel_seeds`` trains the seeds in one program.
 
     Args:
       teacher_dir: a folder written by :func:`run_teacher` / `smat train-teacher`.
@@ -269,7 +268,7 @@ def run_student(
       num_examples: student training size.
       output_dir: run folder (itself for one seed, ``seed{s}`` inside for several), or one
         folder per seed.
-      seeds: distinct seeds (default: ``(config.seed,)``); each replaces ``config.seed``.
+      seeds: distinct seeds (default: ``(config.loop.seed,)``); each replaces the loop seed.
       progress: show progress bars.
 
     Returns:
@@ -281,7 +280,7 @@ def run_student(
       ValueError: `num_examples` larger than the student pool, or a folder count that
         differs from the seed count.
     """
-    seeds = (config.seed,) if seeds is None else tuple(seeds)
+    seeds = (config.loop.seed,) if seeds is None else tuple(seeds)
     folders = seed_folders(output_dir, seeds)
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
@@ -294,7 +293,7 @@ def run_student(
                                 output_dir=[folders[i] / "checkpoints" for i in todo],
                                 progress=progress)
         for i, seed, result in zip(todo, todo_seeds, results, strict=True):
-            _finish_student(folders[i], inputs, dataclasses.replace(config, seed=seed),
+            _finish_student(folders[i], inputs, with_loop(config, seed=seed),
                             num_examples, result)
     return [json.loads((folder / "result.json").read_text()) for folder in folders]
 
@@ -318,7 +317,7 @@ def _student_inputs(teacher_dir: str | Path, config: StudentTrainConfig, num_exa
     for folder, seed in zip(folders, seeds, strict=True):
         write_json_atomic(folder / "config.json", {
             "teacher_dir": str(teacher_dir), "num_examples": num_examples,
-            "student": dataclasses.asdict(dataclasses.replace(config, seed=seed))})
+            "student": dataclasses.asdict(with_loop(config, seed=seed))})
     trained = model_store.load(teacher_dir / "model")
     parts = protocol_data(data, load_examples(data), trained.tokenizer,
                           num_examples=num_examples)
@@ -336,7 +335,7 @@ def _student_inputs(teacher_dir: str | Path, config: StudentTrainConfig, num_exa
 def _finish_student(output_dir: Path, inputs: _StudentInputs, config: StudentTrainConfig,
                     num_examples: int, result: Any) -> dict[str, Any]:
     """Write a trained student's `result.json` (and a SMaT run's learned explainer)."""
-    record = {"explainer": config.explainer, "seed": config.seed, "num_examples": num_examples,
+    record = {"explainer": config.explainer, "seed": config.loop.seed, "num_examples": num_examples,
               "test": result.test, "validation": result.validation,
               "best_step": result.best_step, "steps": result.steps,
               "train_seconds": round(result.seconds, 1)}

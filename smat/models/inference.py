@@ -1,22 +1,23 @@
 """The one batched inference loop over tokenized data, and predictions.
 
-Every model call over a data set goes through here: rows in batches of a fixed size (the
-last one padded with copies of its first row, so one compiled shape serves all), each batch
-cut to its longest row rounded up to a multiple (only padding columns go, so outputs over
-real tokens are unchanged), and sharded over the device mesh when there is one
-(:mod:`smat.parallel`).
+Every model call over a data set goes through :func:`map_batches`: rows in length-sorted
+batches of a fixed size (the last one padded with copies of its first row, so one compiled
+shape serves each length), each batch cut to its longest row rounded up to a multiple (only
+padding columns go, so outputs over real tokens are unchanged), and sharded over the device
+mesh when there is one (:mod:`smat.parallel`); outputs come back in row order.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections.abc import Callable, Collection
+from typing import Any
 
 import jax
 import numpy as np
 from flax import nnx
 
-from smat.data import Encoded, iterate_batches, padded_length
+from smat.data import Encoded, length_sorted_batches, padded_length, take
 from smat.models import functional
 from smat.parallel import resolve_mesh, shard_batch
 
@@ -36,41 +37,84 @@ def trim_to_length(batch: Encoded, multiple: int) -> Encoded:
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef",))
-def _logits(graphdef, params, input_ids, attention_mask, token_type_ids):
+def batch_logits(graphdef, params, input_ids, attention_mask, token_type_ids) -> jax.Array:
+    """The model's outputs (B, C) on one batch, in eval mode (one jitted call)."""
     return functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
                             token_type_ids=token_type_ids, attention="none").logits
 
 
-def pad_rows(batch: NamedTuple, batch_size: int) -> NamedTuple:
-    """`batch` with copies of its first row appended up to `batch_size` rows (fixed shapes)."""
-    rows = len(batch[0])
-    if rows >= batch_size:
+def map_batches(
+    fn: Callable[[Encoded, np.ndarray, Encoded], dict[str, Any]],
+    data: Encoded,
+    *,
+    batch_size: int,
+    length_multiple: int | None = 16,
+    per_token: Collection[str] = (),
+    mesh: jax.sharding.Mesh | None = None,
+) -> dict[str, np.ndarray]:
+    """Run `fn` over every row of `data` in batches; its outputs come back in row order.
+
+    Rows go in batches of similar length (:func:`smat.data.length_sorted_batches`: every
+    batch has `batch_size` rows, the last one repeats its first row, so one compiled shape
+    serves each length), each cut to its longest row rounded up to `length_multiple`
+    (None: never cut). With a `mesh` (or an ambient one, see
+    :func:`smat.parallel.resolve_mesh`) the model inputs of every batch are sharded over
+    its devices, so `batch_size` must be a multiple of their number.
+
+    Args:
+      fn: ``(batch, rows, full) -> {name: (batch_size, ...) array}``: `batch` is the cut
+        batch, `full` the same rows uncut (input ids, attention mask and token type ids
+        sharded in both), `rows` their (batch_size,) indices into `data`.
+      data: tokenized rows.
+      batch_size: rows per call.
+      length_multiple: batches are cut to a multiple of this many columns.
+      per_token: the outputs whose last axis is the (cut) sequence; they come back padded
+        with zeros to the full length of `data`.
+      mesh: data parallelism over devices.
+
+    Returns:
+      Every output of `fn` for all N rows, ``(N, ...)`` numpy arrays in `data`'s order.
+    """
+    mesh = resolve_mesh(mesh)
+    length = data.input_ids.shape[1]
+    outputs: dict[str, np.ndarray] = {}
+    for rows, count in length_sorted_batches(data.attention_mask, batch_size=batch_size):
+        full = take(data, rows)
+        cut = full if length_multiple is None else trim_to_length(full, length_multiple)
+        values = jax.device_get(fn(_placed(cut, mesh), rows, _placed(full, mesh)))
+        for name, value in values.items():
+            value = np.asarray(value)[:count]
+            if name not in outputs:
+                shape = (*value.shape[1:-1], length) if name in per_token else value.shape[1:]
+                outputs[name] = np.zeros((len(data.labels), *shape), value.dtype)
+            if name in per_token:
+                outputs[name][rows[:count], ..., :value.shape[-1]] = value
+            else:
+                outputs[name][rows[:count]] = value
+    return outputs
+
+
+def _placed(batch: Encoded, mesh: jax.sharding.Mesh | None) -> Encoded:
+    """The batch with its model inputs sharded over the mesh (unchanged without one)."""
+    if mesh is None:
         return batch
-    pad = np.zeros(batch_size - rows, dtype=np.int64)
-    return type(batch)(*(np.concatenate([f, f[pad]]) for f in batch))
+    ids, mask, types = shard_batch((batch.input_ids, batch.attention_mask,
+                                    batch.token_type_ids), mesh)
+    return batch._replace(input_ids=ids, attention_mask=mask, token_type_ids=types)
 
 
 def predict_logits(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
                    batch_size: int = 64, length_multiple: int = 16,
                    mesh: jax.sharding.Mesh | None = None) -> np.ndarray:
-    """Model outputs (N, C) for every row of `data`, in order, in eval mode (no dropout).
+    """Model outputs (N, C) for every row of `data`, in order, in eval mode (no dropout),
+    through :func:`map_batches`."""
 
-    The last batch is padded to `batch_size` with copies of its first row (then sliced
-    away) so every call reuses the same compiled shapes. With a `mesh` (or an ambient one,
-    see :func:`smat.parallel.resolve_mesh`) every batch is sharded over its devices, so
-    `batch_size` must be a multiple of their number.
-    """
-    mesh = resolve_mesh(mesh)
-    outputs = []
-    for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
-        rows = batch.input_ids.shape[0]
-        batch = trim_to_length(pad_rows(batch, batch_size), length_multiple)
-        inputs = (batch.input_ids, batch.attention_mask, batch.token_type_ids)
-        if mesh is not None:
-            inputs = shard_batch(inputs, mesh)
-        logits = _logits(graphdef, params, *inputs)
-        outputs.append(np.asarray(logits)[:rows])
-    return np.concatenate(outputs)
+    def logits(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, jax.Array]:
+        return {"logits": batch_logits(graphdef, params, batch.input_ids,
+                                       batch.attention_mask, batch.token_type_ids)}
+
+    return map_batches(logits, data, batch_size=batch_size, length_multiple=length_multiple,
+                       mesh=mesh)["logits"]
 
 
 def predictions_from_logits(logits: np.ndarray, task: str) -> np.ndarray:

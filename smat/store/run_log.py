@@ -1,4 +1,5 @@
-"""Run logging: JSON-lines metrics that survive a resume, and the non-finite loss guard.
+"""Run logging: JSON-lines metrics that survive a resume, the non-finite loss guard, and
+the atomic files and array cache that every resumable job writes through.
 
 Steps return metrics as device values; the host fetches them only at logging intervals,
 checks them (a NaN loss must stop the run with the step range, not train on silently) and
@@ -8,9 +9,10 @@ so the file never holds a step twice.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +86,33 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def write_arrays_atomic(path: str | Path, **arrays: ArrayLike) -> None:
+    """Save named arrays as a compressed ``.npz`` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        np.savez_compressed(f, **arrays)
+    os.replace(tmp, path)
+
+
+def read_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """The named arrays of an ``.npz`` file, loaded into memory."""
+    with np.load(path) as stored:
+        return {name: stored[name] for name in stored.files}
+
+
+def cached_arrays(path: str | Path,
+                  compute: Callable[[], Mapping[str, ArrayLike]]) -> dict[str, np.ndarray]:
+    """The arrays cached at `path`, or `compute()`'s, saved there first (atomically, so a
+    killed job never leaves a partial cache behind)."""
+    if not Path(path).is_file():
+        write_arrays_atomic(path, **compute())
+    return read_arrays(path)
+
+
+def settings_hash(settings: Mapping[str, Any]) -> str:
+    """First 12 hex digits of the SHA-256 of JSON-able settings (sorted keys): a cache key."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]

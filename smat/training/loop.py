@@ -13,6 +13,7 @@ not redone.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -42,13 +43,45 @@ class LoopResult(NamedTuple):
     seconds: float  # wall time of this call, shared by the seeds (0 for a reloaded run)
 
 
-class LoopSettings(NamedTuple):
-    """The loop's settings (fields of the teacher and student configs)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoopConfig:
+    """How the loop walks the data, evaluates, stops and runs its seeds; embedded as the
+    ``loop`` field of the teacher and student configs.
 
-    batch_size: int
-    max_epochs: int
-    patience: int
-    evals_per_epoch: int
+    Attributes:
+      batch_size: examples per step.
+      max_epochs: upper bound on passes over the training split.
+      patience: stop after this many evaluations without a better validation metric.
+      evals_per_epoch: validation evaluations per epoch (>= 1).
+      seed: data order, dropout and head-initialisation seed (the first of --seeds).
+      length_multiple: batches are cut to their longest sequence rounded up to this
+        multiple (at most max_len / length_multiple compiled shapes; results are unchanged
+        because the cut columns are padding).
+      parallel_seeds: train several seeds in one vmapped program instead of one after
+        another (same results; faster on accelerators).
+    """
+
+    batch_size: int = 32
+    max_epochs: int = 3
+    patience: int = 5
+    evals_per_epoch: int = 1
+    seed: int = 0
+    length_multiple: int = 16
+    parallel_seeds: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_epochs", "patience", "evals_per_epoch",
+                     "length_multiple"):
+            if not getattr(self, name) >= 1:
+                raise ValueError(f"LoopConfig.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.seed < 0:
+            raise ValueError(f"LoopConfig.seed must be >= 0, got {self.seed!r}")
+
+
+def with_loop(config: Any, **changes: Any) -> Any:
+    """`config` (a dataclass with a ``loop`` field) with some of its loop settings changed,
+    e.g. ``with_loop(config, seed=3)``."""
+    return dataclasses.replace(config, loop=dataclasses.replace(config.loop, **changes))
 
 
 def check_seeds(seeds: Sequence[int], num_models: int) -> tuple[int, ...]:
@@ -151,7 +184,7 @@ def fit(
     evaluate: Callable[[int, PyTree], dict[str, float]],
     metric: str,
     best_of: Callable[[PyTree], PyTree],
-    settings: LoopSettings,
+    settings: LoopConfig,
     seeds: Sequence[int],
     output_dirs: Sequence[str | Path],
     progress: bool = True,
@@ -175,7 +208,8 @@ def fit(
         is better).
       metric: the key of `evaluate`'s result that early stopping maximises.
       best_of: what to keep of one seed's state slice (e.g. its parameters).
-      settings: batch size, epochs, patience and evaluations per epoch.
+      settings: batch size, epochs, patience and evaluations per epoch (its seed and
+        parallel switch are the caller's: see `seeds`).
       seeds: one seed per split; seed i's batch order is a function of (seeds[i], epoch).
       output_dirs: one folder per seed for ``metrics.jsonl``; the checkpoint goes to
         :func:`checkpoint_dir` ``/ last``.

@@ -8,22 +8,24 @@ explainer E_phiS. One call of :data:`scaffold_step` performs
    (\\theta_{t+1}, \\phi_S^{t+1}) &= \\mathrm{InnerOpt}\\big(\\nabla_{\\theta,\\phi_S}
        L_{student}(\\theta_t, \\phi_S^t; \\phi_T^t, x_{train})\\big)
        && \\text{Eqs. 6-7} \\\\
-   \\theta'(\\phi_T) &= \\theta_{t+1} - \\eta_{inner}\\, \\nabla_\\theta
-       L_{student}(\\theta_{t+1}, \\phi_S^{t+1}; \\phi_T, x_{train})
+   \\theta'(\\phi_T) &= \\theta_{t+1} + \\mathrm{InnerOpt}_{t+1}\\big(\\nabla_{\\theta,\\phi_S}
+       L_{student}(\\theta_{t+1}, \\phi_S^{t+1}; \\phi_T, x_{train})\\big)_\\theta
        && \\text{Eq. 8} \\\\
    \\phi_T^{t+1} &= \\mathrm{OuterOpt}\\big(\\nabla_{\\phi_T}
        L_{sim}(S_{\\theta'(\\phi_T)}(x_{valid}), T(x_{valid}))\\big)
        && \\text{Eq. 9}
 
 with L_student = L_sim + beta * KL(E_T || E_S) (Eq. 3, :mod:`smat.training.losses`). The pilot
-parameters
-theta' are discarded; the student is never reset. Eqs. 8-9 run every ``meta_interval`` steps
-(``lax.cond``, compiled once) and only when the teacher explainer is learned and beta > 0.
-The outer gradient is nested ``jax.grad`` through the pilot step (:func:`pilot_objective`, the
-literal Eq. 9); ``hypergradient="forward_over_reverse"`` computes the same quantity with one JVP
-of the student forward instead of a reverse pass through the pilot's backward pass
-(``benchmarks/meta_step.py`` times both: on CPU it is slower, 3.16x vs 2.95x a plain step;
-on an H200 faster, 2.62x vs 2.91x).
+of Eq. 8 is the real inner optimizer update, as in the authors' code (``train.py``,
+``student_inneropt_loss``): global-norm clipping over (theta, phiS), weight decay and SGD,
+with the optimizer state after the inner step; the paper writes it as a plain gradient
+step, which it is only while the clip is inactive and without weight decay. The pilot
+parameters theta' are discarded; the student is never reset. Eqs. 8-9 run every
+``meta_interval`` steps (``lax.cond``, compiled once) and only when the teacher explainer is
+learned and beta > 0. The outer gradient is nested ``jax.grad`` through the pilot step
+(:func:`pilot_objective`, the literal Eq. 9); ``hypergradient="forward_over_reverse"``
+computes the same quantity with one JVP of the student forward instead of a reverse pass
+through the pilot's backward pass (``benchmarks/meta_step.py`` times both).
 
 The step is generic over pure functions bundled in :class:`ScaffoldFunctions`, so any model
 (smat.models through ``smat.models.functional.apply``, or a user's own) plugs in.
@@ -47,6 +49,7 @@ from smat.explainers import Saliency
 from smat.models import functional
 from smat.training.loop import over_seeds
 from smat.training.losses import TASKS, Task, explanation_kl, simulation_loss
+from smat.training.optimizers import standard_promotion
 
 PyTree = Any
 Batch = Mapping[str, ArrayLike]
@@ -212,9 +215,9 @@ def inner_optimizer(config: ScaffoldConfig) -> optax.GradientTransformation:
 
 def outer_optimizer(config: ScaffoldConfig) -> optax.GradientTransformation:
     """Teacher-explainer optimizer of Eq. 9: clip by global norm -> Adam."""
-    return optax.chain(
+    return standard_promotion(optax.chain(
         optax.clip_by_global_norm(config.outer_clip_norm), optax.adam(config.outer_learning_rate)
-    )
+    ))
 
 
 def init_state(
@@ -358,6 +361,7 @@ def pilot_objective(
     teacher_explainer_params: PyTree,
     student_params: PyTree,
     student_explainer_params: PyTree,
+    inner_opt_state: optax.OptState,
     train_batch: Batch,
     valid_batch: Batch,
     dropout_rng: jax.Array | None,
@@ -368,17 +372,19 @@ def pilot_objective(
 ) -> Float[Array, ""]:
     """Outer objective of Eq. 9 as a function of phiT: L_sim(S_theta'(phiT)(x_valid), T(x_valid)).
 
-    theta'(phiT) is the pilot update of Eq. 8, a *plain* gradient step
-    theta - eta_inner * grad_theta L_student(theta, phiS; phiT, x_train), exactly as in Eq. 8 and
-    the authors' code: no clipping (its norm-dependent rescaling is non-smooth in phiT) and no
-    weight decay (it does not depend on phiT). The validation forward is deterministic (no
-    dropout) and its targets are the teacher's predictions, never gold labels.
-    ``jax.grad`` of this function w.r.t. its first argument is the meta-gradient (nested grad).
+    theta'(phiT) is the pilot update of Eq. 8: the inner optimizer's update
+    (:func:`inner_optimizer`: global-norm clipping over the gradients of theta and phiS
+    together, weight decay, SGD) from `inner_opt_state`, applied to theta_{t+1}, as the
+    authors' code does. The clip factor depends on phiT and is differentiated through. The
+    validation forward is deterministic (no dropout) and its targets are the teacher's
+    predictions, never gold labels. ``jax.grad`` of this function w.r.t. its first argument
+    is the meta-gradient (nested grad).
 
     Args:
       teacher_explainer_params: phiT.
       student_params: theta_{t+1} (after the inner step).
       student_explainer_params: phiS_{t+1}.
+      inner_opt_state: the inner optimizer's state after the inner step.
       train_batch: x_train of Eq. 8.
       valid_batch: x_valid of Eq. 9 (a batch of the student's validation split).
       dropout_rng: dropout key of the pilot's training forward, or None.
@@ -390,68 +396,82 @@ def pilot_objective(
       Scalar outer loss.
     """
     return _pilot_objective(
-        teacher_explainer_params, student_params, student_explainer_params, train_batch,
-        teacher_outputs(train_batch, functions, teacher_params), valid_batch,
+        teacher_explainer_params, student_params, student_explainer_params, inner_opt_state,
+        train_batch, teacher_outputs(train_batch, functions, teacher_params), valid_batch,
         teacher_outputs(valid_batch, functions, teacher_params).logits, dropout_rng, config,
         functions,
     )
 
 
-def _pilot_objective(phi_t, theta, phi_s, train_batch, train_teacher, valid_batch,
-                     valid_teacher_logits, dropout_rng, config, functions):
+def _pilot_objective(phi_t, theta, phi_s, inner_opt_state, train_batch, train_teacher,
+                     valid_batch, valid_teacher_logits, dropout_rng, config, functions):
     """:func:`pilot_objective` with the (phiT-independent) teacher outputs precomputed."""
     if functions.teacher_explainer is None:
         raise ValueError("The pilot objective (Eq. 9) needs a learned teacher explainer.")
     teacher_saliency = teacher_explanation(
         phi_t, train_teacher, explanation_mask(train_batch), functions
     )  # depends on phiT: the path of the meta-gradient
-    grad_theta, _ = jax.grad(student_loss, has_aux=True)(
+    grads, _ = jax.grad(student_loss, argnums=(0, 1), has_aux=True)(
         theta, phi_s, train_batch, train_teacher, teacher_saliency, dropout_rng,
         config=config, functions=functions,
     )
-    pilot_theta = jax.tree.map(lambda p, g: p - config.inner_learning_rate * g, theta, grad_theta)
+    pilot_theta = _pilot_update(grads, inner_opt_state, theta, phi_s, config)
     valid_logits, _ = functions.student_forward(pilot_theta, valid_batch, None)  # Eq. 8 -> 9
     return simulation_loss(valid_logits, valid_teacher_logits, task=config.task)
 
 
+def _pilot_update(grads, inner_opt_state, theta, phi_s, config):
+    """theta' of Eq. 8: theta moved by its part of the inner optimizer's update of
+    (theta, phiS)."""
+    updates, _ = inner_optimizer(config).update(grads, inner_opt_state, (theta, phi_s))
+    return optax.apply_updates(theta, updates[0])
 
-def _outer_gradient(phi_t, theta, phi_s, train_batch, train_teacher, valid_batch,
-                    valid_teacher_logits, dropout_rng, config, functions):
+
+def _outer_gradient(phi_t, theta, phi_s, inner_opt_state, train_batch, train_teacher,
+                    valid_batch, valid_teacher_logits, dropout_rng, config, functions):
     r"""``value_and_grad`` of :func:`_pilot_objective` by forward-over-reverse (same result).
 
-    phiT enters Eq. 8 only through the teacher scores s = E_phiT(T, x), so by the chain rule and
-    the symmetry of mixed second derivatives
+    phiT enters Eq. 8 only through the teacher scores s = E_phiT(T, x). With
+    g(s) = grad_{theta, phiS} L_student(theta, phiS; s) and theta' = theta + U(g)_theta (U
+    the inner optimizer's update, clipping included), the chain rule and the symmetry of
+    mixed second derivatives give
 
     .. math::
 
-       \nabla_{\phi_T} J = -\eta\, \Big(\frac{\partial s}{\partial \phi_T}\Big)^{\!\top}
-         \frac{d}{d\epsilon} \nabla_s L_{student}(\theta_{t+1} + \epsilon v; s)\Big|_0,
-       \qquad v = \nabla_\theta L_{sim}(S_{\theta'}(x_{valid}), T(x_{valid})).
+       \nabla_{\phi_T} J = \Big(\frac{\partial s}{\partial \phi_T}\Big)^{\!\top}
+         \frac{d}{d\epsilon} \nabla_s L_{student}\big((\theta, \phi_S) + \epsilon w; s\big)
+         \Big|_0, \qquad w = DU(g)^{\top} v,
+         \quad v = \nabla_{\theta'} L_{sim}(S_{\theta'}(x_{valid}), T(x_{valid})).
 
-    One JVP of the student forward replaces reverse-mode differentiation through the whole
-    backward pass of the pilot step (reverse-over-reverse), which keeps more activations alive.
-    Tests check it against ``jax.grad`` of :func:`pilot_objective`.
+    One VJP of the (cheap) optimizer update and one JVP of the student forward replace
+    reverse-mode differentiation through the whole backward pass of the pilot step
+    (reverse-over-reverse), which keeps more activations alive. Tests check it against
+    ``jax.grad`` of :func:`pilot_objective`.
     """
     mask = explanation_mask(train_batch)
     scores, scores_vjp = jax.vjp(
         lambda phi: teacher_explanation(phi, train_teacher, mask, functions).scores, phi_t
     )
 
-    def loss(th, teacher_scores):
-        return student_loss(th, phi_s, train_batch, train_teacher, Saliency(teacher_scores, mask),
+    def loss(params, teacher_scores):
+        return student_loss(*params, train_batch, train_teacher, Saliency(teacher_scores, mask),
                             dropout_rng, config=config, functions=functions)[0]
 
-    grad_theta = jax.grad(loss)(theta, scores)
-    pilot_theta = jax.tree.map(lambda p, g: p - config.inner_learning_rate * g, theta, grad_theta)
+    params = (theta, phi_s)
+    pilot_theta, update_vjp = jax.vjp(
+        lambda grads: _pilot_update(grads, inner_opt_state, theta, phi_s, config),
+        jax.grad(loss)(params, scores))
 
     def valid_loss(th):
         logits, _ = functions.student_forward(th, valid_batch, None)
         return simulation_loss(logits, valid_teacher_logits, task=config.task)
 
     outer_loss, v = jax.value_and_grad(valid_loss)(pilot_theta)
-    _, mixed = jax.jvp(lambda th: jax.grad(loss, argnums=1)(th, scores), (theta,), (v,))
-    (grad_phi,) = scores_vjp(-config.inner_learning_rate * mixed)
+    (w,) = update_vjp(v)
+    _, mixed = jax.jvp(lambda p: jax.grad(loss, argnums=1)(p, scores), (params,), (w,))
+    (grad_phi,) = scores_vjp(mixed)
     return outer_loss, grad_phi
+
 
 def _scaffold_step(
     state: ScaffoldState,
@@ -525,8 +545,8 @@ def _scaffold_step(
         meta_gradient = (jax.value_and_grad(_pilot_objective) if config.hypergradient == "reverse"
                          else _outer_gradient)
         outer_loss, outer_grads = meta_gradient(
-            phi_t, theta, phi_s, train_batch, train_teacher, valid_batch, valid_logits,
-            pilot_key, config, functions,
+            phi_t, theta, phi_s, inner_opt_state, train_batch, train_teacher, valid_batch,
+            valid_logits, pilot_key, config, functions,
         )
         outer_updates, outer_opt_state = outer_optimizer(config).update(
             outer_grads, state.outer_opt_state, phi_t

@@ -18,21 +18,26 @@ import dataclasses
 import functools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from smat.data import Encoded, iterate_batches
+from smat.data import Encoded
 from smat.explainers import attention
 from smat.models import functional
-from smat.models.inference import pad_rows, predict_logits, predictions_from_logits, trim_to_length
-from smat.parallel import resolve_mesh, shard_batch
-from smat.registry import DEFAULT_BETA, STUDENT_SETTINGS, static_scores
+from smat.models.inference import (
+    map_batches,
+    predict_logits,
+    predictions_from_logits,
+    trim_to_length,
+)
+from smat.parallel import resolve_mesh
+from smat.registry import DEFAULT_BETA, STATIC, STUDENT_SETTINGS, static_scores
 from smat.training import scaffold
-from smat.training.loop import LoopSettings, fit, seed_folders, seed_groups, stack_seeds
+from smat.training.loop import LoopConfig, fit, seed_folders, seed_groups, stack_seeds
 from smat.training.task_metrics import primary_metric, task_metrics
 
 
@@ -44,53 +49,35 @@ class StudentTrainConfig:
       explainer: the teacher-explainer setting, one of
         :data:`smat.registry.STUDENT_SETTINGS`.
       beta: explanation-loss weight; None takes the paper's value for the setting.
-      batch_size: student batch (and validation batch of the outer step).
-      max_epochs: upper bound on passes over the student's training examples.
-      patience: stop after this many evaluations without better validation simulability.
-      evals_per_epoch: validation evaluations per epoch (>= 1).
-      seed: student head init, data order, dropout and validation-batch draws.
       meta_interval: run the pilot + outer update every this many steps (SMaT only).
       inner_learning_rate: SGD learning rate of the student (and its explainer).
       outer_learning_rate: Adam learning rate of the SMaT head coefficients.
       normalizer: NORMALIZE of the SMaT teacher explainer (Eq. 11).
       ig_steps: quadrature nodes of the integrated-gradients teacher explainer.
-      length_multiple: batches are cut to their longest sequence rounded up to this.
-      parallel_seeds: train several seeds in one vmapped program instead of one after
-        another (same results; faster on accelerators).
+      loop: how the training loop batches (the batch size is also the outer step's
+        validation batch), evaluates (on validation simulability), stops and runs seeds
+        (LoopConfig; the seed also draws the outer step's validation batches).
     """
 
     explainer: str = "smat"
     beta: float | None = None
-    batch_size: int = 32
-    max_epochs: int = 10
-    patience: int = 5
-    evals_per_epoch: int = 1
-    seed: int = 0
     meta_interval: int = 1
     inner_learning_rate: float = 5e-3
     outer_learning_rate: float = 5e-4
     normalizer: str = "sparsemax"
     ig_steps: int = 50
-    length_multiple: int = 16
-    parallel_seeds: bool = False
+    loop: LoopConfig = LoopConfig(max_epochs=10, patience=5)
 
     def __post_init__(self) -> None:
         if self.explainer not in STUDENT_SETTINGS:
             raise ValueError(f"StudentTrainConfig.explainer={self.explainer!r}; expected one of "
                              f"{STUDENT_SETTINGS}")
-        for name in ("batch_size", "max_epochs", "patience", "evals_per_epoch", "ig_steps",
-                     "length_multiple", "meta_interval"):
+        for name in ("ig_steps", "meta_interval"):
             if getattr(self, name) < 1:
                 raise ValueError(f"StudentTrainConfig.{name} must be >= 1, got "
                                  f"{getattr(self, name)!r}")
         if self.beta is not None and self.beta < 0:
             raise ValueError(f"StudentTrainConfig.beta must be >= 0, got {self.beta}")
-
-    @property
-    def loop(self) -> LoopSettings:
-        """The training loop's settings."""
-        return LoopSettings(self.batch_size, self.max_epochs, self.patience,
-                            self.evals_per_epoch)
 
     @property
     def resolved_beta(self) -> float:
@@ -135,8 +122,8 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
                   mesh: jax.sharding.Mesh | None = None) -> StudentRows:
     """Run the fixed teacher once over `data` and keep what the student step needs.
 
-    The last batch is padded to `batch_size` (padding rows are dropped again), so every
-    batch has one shape; with a mesh each batch is sharded over its devices.
+    Runs through :func:`smat.models.inference.map_batches` on uncut batches (the student
+    batches are cut later, by the loop); with a mesh each batch is sharded over its devices.
 
     Args:
       graphdef, params: the teacher (``smat.models.functional.split``).
@@ -150,26 +137,23 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
     Returns:
       :class:`StudentRows` aligned with `data`.
     """
-    mesh = resolve_mesh(mesh)
-    logits, features, scores = [], [], []
-    for batch in iterate_batches(data, batch_size=batch_size, seed=0, epoch=0, shuffle=False):
-        rows = len(batch.labels)
-        inputs = tuple(pad_rows(batch, batch_size))[:3]  # input_ids, attention_mask, type ids
-        if mesh is not None:
-            inputs = shard_batch(inputs, mesh)
-        args = (graphdef, params, *inputs)
-        batch_logits, pooled = _teacher_logits_and_pooled(*args)
-        logits.append(np.asarray(batch_logits)[:rows])
+
+    def teacher_outputs(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
+        args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        logits, pooled = _teacher_logits_and_pooled(*args)
+        outputs = {"logits": logits}
         if setting == "smat":
-            features.append(np.asarray(pooled)[:rows])
+            outputs["features"] = pooled
         elif setting != "none":  # a static teacher explainer (smat.jobs.explain, paper §5)
-            scores.append(np.asarray(static_scores(*args, name=setting,
-                                                   ig_steps=ig_steps))[:rows])
-    n = len(data.labels)
-    empty = np.zeros((n, 0), np.float32)
-    return StudentRows(*data, teacher_logits=np.concatenate(logits),
-                       teacher_features=np.concatenate(features) if features else empty,
-                       teacher_scores=np.concatenate(scores) if scores else empty)
+            outputs["scores"] = static_scores(*args, name=setting, ig_steps=ig_steps)
+        return outputs
+
+    outputs = map_batches(teacher_outputs, data, batch_size=batch_size, length_multiple=None,
+                          mesh=mesh)
+    empty = np.zeros((len(data.labels), 0), np.float32)
+    return StudentRows(*data, teacher_logits=outputs["logits"],
+                       teacher_features=outputs.get("features", empty),
+                       teacher_scores=outputs.get("scores", empty))
 
 
 def _trim_rows(rows: StudentRows, multiple: int, length: int | None = None) -> StudentRows:
@@ -206,8 +190,10 @@ def explainer_configs(setting: str, *, num_layers: int, num_heads: int, normaliz
     """
     teacher = attention.AttentionExplainerConfig(num_layers=num_layers, num_heads=num_heads,
                                                  normalizer=normalizer)
+    # The student explainer combines its heads with the teacher's normalizer, as in the
+    # authors' runs (one `normalize_head_coeffs` for both).
     student = attention.AttentionExplainerConfig(
-        num_layers=num_layers, num_heads=num_heads,
+        num_layers=num_layers, num_heads=num_heads, normalizer=normalizer,
         layer=-1 if setting == "attention_last" else None)
     return teacher, student
 
@@ -297,19 +283,19 @@ def _step_batches(rows: list[StudentRows], validation: StudentRows, *, seeds: li
     valids = []
     for seed in seeds:
         draw = np.random.default_rng([seed, step]).choice(
-            num_valid, size=min(config.batch_size, num_valid), replace=False)
+            num_valid, size=min(config.loop.batch_size, num_valid), replace=False)
         valids.append(StudentRows(*(field[draw] for field in validation)))
-    length = max(_trim_rows(r, config.length_multiple).input_ids.shape[1]
+    length = max(_trim_rows(r, config.loop.length_multiple).input_ids.shape[1]
                  for r in [*rows, *valids])
-    return ([_as_batch(_trim_rows(r, config.length_multiple, length)) for r in rows],
-            [_as_batch(_trim_rows(v, config.length_multiple, length)) for v in valids])
+    return ([_as_batch(_trim_rows(r, config.loop.length_multiple, length)) for r in rows],
+            [_as_batch(_trim_rows(v, config.loop.length_multiple, length)) for v in valids])
 
 
 def _simulability(graphdef: nnx.GraphDef, params: nnx.State, rows: StudentRows, *, task: str,
                   config: StudentTrainConfig, mesh) -> dict[str, float]:
     """Agreement of the student's predictions with the teacher's (Eq. 1) on `rows`."""
     logits = predict_logits(graphdef, params, Encoded(*rows[:5]),
-                            length_multiple=config.length_multiple, mesh=mesh)
+                            length_multiple=config.loop.length_multiple, mesh=mesh)
     return task_metrics(task, predictions_from_logits(logits, task),
                         predictions_from_logits(rows.teacher_logits, task))
 
@@ -335,7 +321,7 @@ def train_student(
 
     Each seed early-stops on validation simulability (agreement with the teacher's
     predictions, Eq. 1) with its own batch order, dropout key and validation draws, and
-    reports the test simulability of its best student. With ``config.parallel_seeds`` the
+    reports the test simulability of its best student. With ``config.loop.parallel_seeds`` the
     seeds step together in one program (the SMaT step over a leading seed axis), otherwise
     one after another; both give the same results. Resumable like the teacher
     (:func:`smat.training.loop.fit`): one seed uses `output_dir`, several
@@ -346,10 +332,10 @@ def train_student(
         encoder), all of one architecture; a single module for a single seed.
       train, validation, test: student splits from :func:`cache_teacher` (shared by seeds).
       task: "classification" or "regression".
-      config: the setting and its hyperparameters; ``config.seed`` is the seed when
+      config: the setting and its hyperparameters; ``config.loop.seed`` is the seed when
         `seeds` is None.
       output_dir: run folder, or one folder per seed.
-      seeds: distinct non-negative seeds, one per model (default: ``(config.seed,)``).
+      seeds: distinct non-negative seeds, one per model (default: ``(config.loop.seed,)``).
       progress: show a progress bar.
       mesh: data parallelism (:mod:`smat.parallel`): train and validation batches sharded
         over the mesh's devices, the SMaT states replicated; None uses the ambient mesh.
@@ -362,9 +348,12 @@ def train_student(
       ValueError: repeated or negative seeds, a model count that differs from the seed
         count, or a setting whose cached teacher fields are missing from the rows.
     """
-    models, seeds, groups = seed_groups(models, seeds, default_seed=config.seed,
-                                        parallel=config.parallel_seeds)
+    models, seeds, groups = seed_groups(models, seeds, default_seed=config.loop.seed,
+                                        parallel=config.loop.parallel_seeds)
     setup = _setup(models[0], train, task=task, config=config)
+    if config.explainer in STATIC:  # the teacher's scores at its explainer's temperature
+        temperature = STATIC[config.explainer].teacher_temperature
+        train = train._replace(teacher_scores=train.teacher_scores / np.float32(temperature))
     mesh = resolve_mesh(mesh)
     simulability = functools.partial(_simulability, setup.graphdef, task=task, config=config,
                                      mesh=mesh)

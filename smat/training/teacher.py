@@ -29,7 +29,7 @@ from smat.models import functional
 from smat.models.inference import predict_logits, predictions_from_logits, trim_to_length
 from smat.parallel import replicate, resolve_mesh
 from smat.training.loop import (
-    LoopSettings,
+    LoopConfig,
     fit,
     over_seeds,
     seed_folders,
@@ -37,6 +37,7 @@ from smat.training.loop import (
     stack_seeds,
 )
 from smat.training.losses import label_loss
+from smat.training.optimizers import standard_promotion
 from smat.training.task_metrics import primary_metric, task_metrics
 
 
@@ -49,48 +50,24 @@ class TeacherTrainConfig:
       warmup_steps: linear warmup steps, then linear decay to 0 at the last step.
       weight_decay: decoupled weight decay of AdamW.
       clip_norm: global gradient-norm clip.
-      batch_size: examples per step.
-      max_epochs: upper bound on passes over the training split.
-      patience: stop after this many evaluations without improvement.
-      evals_per_epoch: validation evaluations per epoch (>= 1).
-      seed: data order, dropout and head initialisation seed.
-      length_multiple: batches are cut to their longest sequence rounded up to this multiple
-        (at most max_len / length_multiple compiled shapes; results are unchanged because
-        the cut columns are padding).
-      parallel_seeds: train several seeds in one vmapped program instead of one after
-        another (same results; faster on accelerators).
+      loop: how the training loop batches, evaluates, stops and runs seeds (LoopConfig).
     """
 
     learning_rate: float = 5e-5
     warmup_steps: int = 500
     weight_decay: float = 0.01
     clip_norm: float = 1.0
-    batch_size: int = 32
-    max_epochs: int = 3
-    patience: int = 5
-    evals_per_epoch: int = 1
-    seed: int = 0
-    length_multiple: int = 16
-    parallel_seeds: bool = False
+    loop: LoopConfig = LoopConfig(max_epochs=3, patience=5)
 
     def __post_init__(self) -> None:
-        positive = ("learning_rate", "batch_size", "max_epochs", "patience", "evals_per_epoch",
-                    "length_multiple", "clip_norm")
-        for name in positive:
+        for name in ("learning_rate", "clip_norm"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"TeacherTrainConfig.{name} must be > 0, got "
                                  f"{getattr(self, name)!r}")
-        for name in ("warmup_steps", "seed", "weight_decay"):
+        for name in ("warmup_steps", "weight_decay"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TeacherTrainConfig.{name} must be >= 0, got "
                                  f"{getattr(self, name)!r}")
-
-
-    @property
-    def loop(self) -> LoopSettings:
-        """The training loop's settings."""
-        return LoopSettings(self.batch_size, self.max_epochs, self.patience,
-                            self.evals_per_epoch)
 
 
 class TrainState(NamedTuple):
@@ -138,8 +115,8 @@ def _adamw_with_warmup(learning_rate: float, warmup: int, total_steps: int,
          optax.linear_schedule(learning_rate, 0.0, max(total_steps - warmup, 1))],
         boundaries=[warmup],
     )
-    return optax.chain(optax.clip_by_global_norm(clip_norm),
-                       optax.adamw(schedule, weight_decay=weight_decay))
+    return standard_promotion(optax.chain(optax.clip_by_global_norm(clip_norm),
+                                          optax.adamw(schedule, weight_decay=weight_decay)))
 
 
 def teacher_update(
@@ -229,7 +206,7 @@ def train_teacher(
 
     Seed ``seeds[i]`` trains ``models[i]`` with its own batch order (seed, epoch), dropout
     key, evaluations, best parameters and early stopping. With
-    ``config.parallel_seeds`` all seeds step together in one program (parameters and
+    ``config.loop.parallel_seeds`` all seeds step together in one program (parameters and
     optimizer states stacked on a leading seed axis; each step's batches cut to the longest
     of the seeds' trimmed lengths, which only adds padding columns); otherwise they train
     one after another. Both give the same results. With a mesh, states are replicated and
@@ -245,9 +222,9 @@ def train_teacher(
       train, validation: tokenized splits with gold labels, shared by every seed, or one per
         seed (e.g. the per-seed masked data of ROAR), all of one size.
       task: "classification" or "regression".
-      config: hyperparameters; ``config.seed`` is the seed when `seeds` is None.
+      config: hyperparameters; ``config.loop.seed`` is the seed when `seeds` is None.
       output_dir: run folder, or one folder per seed.
-      seeds: distinct non-negative seeds, one per model (default: ``(config.seed,)``).
+      seeds: distinct non-negative seeds, one per model (default: ``(config.loop.seed,)``).
       progress: show a tqdm progress bar.
       mesh: data parallelism over the mesh's devices (:mod:`smat.parallel`); None uses the
         ambient mesh, if any.
@@ -262,8 +239,8 @@ def train_teacher(
         not divide over the mesh's devices.
       RuntimeError: a non-finite loss (naming the step range).
     """
-    models, seeds, groups = seed_groups(models, seeds, default_seed=config.seed,
-                                        parallel=config.parallel_seeds)
+    models, seeds, groups = seed_groups(models, seeds, default_seed=config.loop.seed,
+                                        parallel=config.loop.parallel_seeds)
     trains = _per_seed(train, len(seeds), "train")
     validations = _per_seed(validation, len(seeds), "validation")
     if len(validations[0].labels) == 0:
@@ -272,8 +249,8 @@ def train_teacher(
     if any(functional.split(model)[0] != graphdef for model in models[1:]):
         raise ValueError("the teachers of one run must share one architecture (equal "
                          "graphdefs); build them from the same config")
-    steps_per_epoch = _steps_per_epoch(trains[0], config.batch_size)
-    optimizer = teacher_optimizer(config, steps_per_epoch * config.max_epochs)
+    steps_per_epoch = _steps_per_epoch(trains[0], config.loop.batch_size)
+    optimizer = teacher_optimizer(config, steps_per_epoch * config.loop.max_epochs)
     folders = seed_folders(output_dir, seeds)
     mesh = resolve_mesh(mesh)
     results = []
@@ -291,7 +268,7 @@ def train_teacher(
                                      task=task)
 
         def stack(rows, step):
-            batch = _stack_seed_batches(rows, config.length_multiple)
+            batch = _stack_seed_batches(rows, config.loop.length_multiple)
             return batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels
 
         def evaluate_seed(k, state, group=group):
