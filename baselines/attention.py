@@ -175,7 +175,8 @@ def attention_rollout(
     if query == "cls":
         scores = rollout[:, 0, :]  # (B, T)
     else:
-        weights = mask.astype(jnp.float32) / jnp.maximum(jnp.sum(mask, -1, keepdims=True), 1)
+        count = jnp.maximum(jnp.sum(mask, -1, keepdims=True), 1).astype(jnp.float32)
+        weights = mask.astype(jnp.float32) / count
         scores = jnp.einsum("bi,bik->bk", weights, rollout)  # (B, T)
     return Saliency(jnp.where(mask, scores, 0.0), mask)
 

@@ -49,6 +49,16 @@ def _release_compiled_programs():
 
 
 @pytest.fixture(autouse=True)
+def _strict_dtype_promotion():
+    """Run every test under JAX's strict dtype promotion: mixing dtypes (int32 with a float,
+    float32 with a Python float array, ...) raises instead of promoting silently, so the
+    library spells out every cast. The context manager is thread-local and restores the
+    option on exit, so _no_leaked_jax_config does not see it as a leak."""
+    with jax.numpy_dtype_promotion("strict"):
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _no_leaked_jax_config():
     """Fail (and repair) any test that leaves a global JAX option changed."""
     before = jax_options()

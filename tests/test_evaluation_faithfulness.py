@@ -17,7 +17,7 @@ MASK_ID = 0  # weight 0: replacing a token by [MASK] removes exactly its contrib
 
 def bow_proba(weights, input_ids, attention_mask, token_type_ids):
     """Two-class bag-of-words logistic model: logit = sum of attended token weights."""
-    z = jnp.sum(weights[input_ids] * attention_mask, axis=1)  # (B,)
+    z = jnp.sum(weights[input_ids] * attention_mask.astype(weights.dtype), axis=1)  # (B,)
     p = jax.nn.sigmoid(z)
     return jnp.stack([1.0 - p, p], axis=1)  # (B, 2)
 

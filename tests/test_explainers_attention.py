@@ -124,7 +124,8 @@ def test_padding_is_ignored_and_gets_zero_probability(logits, mask):
 def test_gradient_wrt_phi_is_finite_and_nonzero(logits, mask):
     pooled = pool_attention(logits, mask)
     cfg = config(normalizer="softmax")
-    target = jax.nn.softmax(jax.random.normal(jax.random.key(9), (B, T)), -1) * mask
+    target = jax.nn.softmax(jax.random.normal(jax.random.key(9), (B, T)), -1)
+    target = target * mask.astype(target.dtype)
     target = target / target.sum(-1, keepdims=True)
 
     def kl(params):

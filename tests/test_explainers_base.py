@@ -35,7 +35,7 @@ MASK = jnp.asarray(np.arange(T)[None, :] < np.array([5, 3, 1])[:, None])
 def _classifier(x, mask):
     """A tiny nonlinear (B, T, E) -> (B, C) model."""
     w = jnp.linspace(-1.0, 1.0, E * C).reshape(E, C)
-    h = jnp.tanh(x) * mask[:, :, None]
+    h = jnp.tanh(x) * mask[:, :, None].astype(x.dtype)
     return jnp.einsum("bte,ec->bc", h, w) + jnp.sum(x * x, axis=(1, 2))[:, None]
 
 

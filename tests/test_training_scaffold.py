@@ -253,7 +253,8 @@ def test_reverse_and_forward_over_reverse_hypergradients_agree(clip):
 
 def test_pilot_update_leaves_student_unchanged():
     _, train, valid, state = setup()
-    state = state._replace(step=jnp.ones((), jnp.int32))  # step 1: a meta step only for CONFIG
+    # Step 0 (the first inner step): a meta step for CONFIG, not for EVERY_SECOND.
+    state = state._replace(step=jnp.zeros((), jnp.int32))
     a, metrics_a = scaffold_step(copy(state), train, valid, config=CONFIG, functions=FUNCTIONS)
     b, metrics_b = scaffold_step(copy(state), train, valid, config=EVERY_SECOND,
                                  functions=FUNCTIONS)
@@ -307,8 +308,9 @@ def test_meta_interval_two_updates_teacher_explainer_every_second_step():
                                        functions=FUNCTIONS)
         changed.append(not tree_equal(before, state.teacher_explainer_params))
         flags.append(float(metrics["meta_update"]))
-    assert changed == [True, False, True, False, True]
-    assert flags == [1.0, 0.0, 1.0, 0.0, 1.0]
+    # The outer update follows inner steps 2 and 4 (the authors' phase).
+    assert changed == [False, True, False, True, False]
+    assert flags == [0.0, 1.0, 0.0, 1.0, 0.0]
 
 
 # ------------------------------------------------------------------------ losses and paths

@@ -84,7 +84,8 @@ def test_early_stopping_and_finished_run_is_not_retrained(tmp_path):
                                  learning_rate=1e-12)
     (first,) = train_teacher(tiny_classifier(), train, valid, task="classification",
                              config=config, output_dir=tmp_path, progress=False)
-    assert first.steps == 4  # two evaluations (every 2 steps): the second does not improve
+    # Evaluations every 2 steps; those at steps 4 and 6 do not improve: 2 > patience.
+    assert first.steps == 6 and first.best_step == 2
     (again,) = train_teacher(tiny_classifier(), train, valid, task="classification",
                              config=config, output_dir=tmp_path, progress=False)
     assert again.steps == first.steps and again.best_step == first.best_step

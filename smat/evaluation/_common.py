@@ -73,7 +73,7 @@ def masked_mean(values: Float[Array, " n"], valid: Bool[Array, " n"]) -> Float[A
     """Mean of ``values`` over ``valid`` entries; 0.0 when none is valid (never NaN)."""
     count = jnp.sum(valid)
     total = jnp.sum(jnp.where(valid, values, 0.0))
-    return jnp.where(count > 0, total / jnp.maximum(count, 1), 0.0)
+    return jnp.where(count > 0, total / jnp.maximum(count, 1).astype(total.dtype), 0.0)
 
 
 def instance_map(fn, xs, *, batch_size: int | None):

@@ -142,7 +142,7 @@ def _average_ranks_1(x, m):
     pair = jnp.logical_and(m[:, None], m[None, :])  # (T, T)
     less = jnp.sum(jnp.logical_and(pair, x[None, :] < x[:, None]), axis=1)
     equal = jnp.sum(jnp.logical_and(pair, x[None, :] == x[:, None]), axis=1)
-    return 1.0 + less + 0.5 * (equal - 1.0)
+    return 1.0 + less.astype(x.dtype) + 0.5 * (equal.astype(x.dtype) - 1.0)
 
 
 def _kendall_1(a, b, m):

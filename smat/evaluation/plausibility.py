@@ -100,7 +100,8 @@ def _auc_1(s, g, m):
     pair = jnp.logical_and(pos[:, None], neg[None, :])  # (n, n): positive i, negative j
     wins = jnp.where(s[:, None] > s[None, :], 1.0, jnp.where(s[:, None] == s[None, :], 0.5, 0.0))
     total = jnp.sum(pos) * jnp.sum(neg)
-    return jnp.sum(jnp.where(pair, wins, 0.0)) / jnp.maximum(total, 1)
+    won = jnp.sum(jnp.where(pair, wins, 0.0))
+    return won / jnp.maximum(total, 1).astype(won.dtype)
 
 
 def _ap_1(s, g, m):
@@ -108,7 +109,8 @@ def _ap_1(s, g, m):
     count = jnp.sum(at_least, axis=1)  # predicted positives at threshold s_i
     hits = jnp.sum(jnp.logical_and(at_least, g[None, :]), axis=1)  # true positives there
     precision = hits / jnp.maximum(count, 1)
-    return jnp.sum(jnp.where(g, precision, 0.0)) / jnp.maximum(jnp.sum(g), 1)
+    return (jnp.sum(jnp.where(g, precision, 0.0)) /
+            jnp.maximum(jnp.sum(g), 1).astype(precision.dtype))
 
 
 @functools.partial(jax.jit, static_argnames=("batch_size",))
@@ -203,8 +205,8 @@ def average_precision(
 
 def _f1(tp, num_pred, num_gold):
     tp = tp.astype(jnp.float32)
-    precision = tp / jnp.maximum(num_pred, 1)
-    recall = tp / jnp.maximum(num_gold, 1)
+    precision = tp / jnp.maximum(num_pred, 1).astype(tp.dtype)
+    recall = tp / jnp.maximum(num_gold, 1).astype(tp.dtype)
     total = precision + recall
     return precision, recall, jnp.where(total > 0, 2 * precision * recall /
                                         jnp.where(total > 0, total, 1.0), 0.0)

@@ -48,8 +48,10 @@ def sparsemax(x: Float[Array, "... n"] | ArrayLike) -> Float[Array, "... n"]:
       \operatorname{sparsemax}(z) = \underset{p \in \Delta^{n-1}}{\operatorname{argmin}}
       \; \|p - z\|_2^2
 
-    Implemented with ``optax.projections.projection_simplex`` (sort-based, with a
-    closed-form JVP).
+    The projection is ``optax.projections.projection_simplex`` (sort-based); its JVP is the
+    closed form of Martins & Astudillo (2016, Eq. 14), written here so that
+    differentiation never runs optax's own rule, which mixes int and float arrays (JAX's
+    strict dtype promotion rejects that; the tests run under it).
 
     Args:
       x: ``(..., n)`` real vector(s).
@@ -62,7 +64,26 @@ def sparsemax(x: Float[Array, "... n"] | ArrayLike) -> Float[Array, "... n"]:
       >>> sparsemax(jnp.array([1.0, 0.0, -1.0])).tolist()
       [1.0, 0.0, 0.0]
     """
-    return _over_last_axis(optax.projections.projection_simplex, jnp.asarray(x))
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):  # optax's `values / scale` made it float
+        x = x.astype(jnp.result_type(float))
+    return _over_last_axis(_sparsemax_1d, x)
+
+
+@jax.custom_jvp
+def _sparsemax_1d(x: jax.Array) -> jax.Array:
+    # optax divides by an int array inside; promotion rules are a tracing-time setting.
+    with jax.numpy_dtype_promotion("standard"):
+        return optax.projections.projection_simplex(x)
+
+
+@_sparsemax_1d.defjvp
+def _sparsemax_1d_jvp(primals, tangents):
+    """J = diag(s) - s s^T / |S| with s the support indicator (Martins & Astudillo, Eq. 14)."""
+    (x,), (dx,) = primals, tangents
+    y = _sparsemax_1d(x)
+    support = (y > 0).astype(dx.dtype)
+    return y, support * (dx - jnp.sum(support * dx) / jnp.sum(support))
 
 
 @jax.custom_jvp
@@ -80,10 +101,11 @@ def _entmax15_1d(x: jax.Array) -> jax.Array:
     support = jnp.sum(threshold(k, mean, ss) <= z_sorted)  # k*, always >= 1
     # The cumulative variance above cancels digits in float32; it only picks k*. The
     # threshold of that support is recomputed with a two-pass variance.
-    top = k <= support
-    mean_star = jnp.sum(jnp.where(top, z_sorted, 0.0)) / support
+    count = support.astype(z.dtype)
+    top = k <= count
+    mean_star = jnp.sum(jnp.where(top, z_sorted, 0.0)) / count
     ss_star = jnp.sum(jnp.where(top, jnp.square(z_sorted - mean_star), 0.0))
-    tau_star = threshold(support.astype(z.dtype), mean_star, ss_star)
+    tau_star = threshold(count, mean_star, ss_star)
     return jnp.square(jnp.maximum(z - tau_star, 0.0))
 
 

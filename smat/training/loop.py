@@ -51,7 +51,8 @@ class LoopConfig:
     Attributes:
       batch_size: examples per step.
       max_epochs: upper bound on passes over the training split.
-      patience: stop after this many evaluations without a better validation metric.
+      patience: stop once more than this many evaluations in a row brought no better
+        validation metric (the SMaT authors' rule).
       evals_per_epoch: validation evaluations per epoch (>= 1).
       seed: data order, dropout and head-initialisation seed (the first of --seeds).
       length_multiple: batches are cut to their longest sequence rounded up to this
@@ -305,7 +306,7 @@ def _evaluate_seeds(state, best, counters, window, *, evaluate, metric, best_of,
         logged = mean_metrics([{k: v[i] for k, v in record.items()} for record in window])
         writers[i].write({"step": step, "epoch": epoch, **logged,
                           **{f"validation_{k}": v for k, v in scores.items()}})
-        if counters["bad_evals"][i] >= patience or final:
+        if counters["bad_evals"][i] > patience or final:
             counters["stopped_at"][i] = step
     return stack_seeds(best)
 

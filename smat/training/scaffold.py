@@ -78,7 +78,8 @@ class ScaffoldConfig:
     Attributes:
       task: "classification" (L_sim = CE against the teacher's argmax) or "regression" (MSE).
       beta: weight of the explanation loss in Eq. 3 (5 attention, 0.2 gradient, 0 no explainer).
-      meta_interval: run the pilot + outer update (Eqs. 8-9) on steps with step % interval == 0.
+      meta_interval: run the pilot + outer update (Eqs. 8-9) after every meta_interval-th
+        inner step (steps k, 2k, ... counted from 1, as the authors' code does).
       inner_learning_rate: eta_inner of the student SGD step (Eqs. 6-8).
       inner_weight_decay: decoupled weight decay of the inner optimizer.
       inner_clip_norm: global-norm gradient clipping of the inner optimizer.
@@ -555,7 +556,7 @@ def _scaffold_step(
                 optax.global_norm(outer_grads), optax.global_norm(outer_updates))
 
     if learned:
-        is_meta_step = state.step % config.meta_interval == 0
+        is_meta_step = (state.step + 1) % config.meta_interval == 0
         outer = jax.lax.cond(is_meta_step, outer_update, lambda _: skip_outputs, None)
     else:  # static teacher explainer or beta = 0: no outer update at all (Eq. 9 is constant)
         is_meta_step, outer = jnp.zeros((), bool), skip_outputs
