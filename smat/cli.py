@@ -362,7 +362,8 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
         "faithfulness", help="comprehensiveness / sufficiency of explainers (ERASER AOPC)")
     faith.add_argument("--model", required=True, help="a `smat train-teacher` model folder")
     _add_dataclass_flags(faith, FaithfulnessConfig)
-    faith.add_argument("--output-dir", default="runs/faithfulness")
+    faith.add_argument("--output-dir", default="runs/faithfulness",
+                       help="where the results are written (default: runs/faithfulness)")
     faith.set_defaults(run=_faithfulness)
 
     agree = subparsers.add_parser("agreement",
@@ -370,14 +371,16 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
     agree.add_argument("--model", nargs="+", required=True,
                        help="one or more model folders (seeds), sharing a tokenizer")
     _add_dataclass_flags(agree, AgreementConfig)
-    agree.add_argument("--output-dir", default="runs/agreement")
+    agree.add_argument("--output-dir", default="runs/agreement",
+                       help="where the results are written (default: runs/agreement)")
     agree.set_defaults(run=_agreement)
 
     plaus = subparsers.add_parser("plausibility",
                                   help="agreement with human rationales (ERASER format)")
     plaus.add_argument("--model", required=True, help="a trained-model folder")
     _add_dataclass_flags(plaus, PlausibilityConfig)
-    plaus.add_argument("--output-dir", default="runs/plausibility")
+    plaus.add_argument("--output-dir", default="runs/plausibility",
+                       help="where the results are written (default: runs/plausibility)")
     plaus.set_defaults(run=_plausibility)
     return [faith, agree, plaus]
 
@@ -402,8 +405,10 @@ def _add_roar_command(subparsers: Any) -> argparse.ArgumentParser:
                                                    "student_validation_size",
                                                    "student_test_size"))
     _add_dataclass_flags(parser, TeacherTrainConfig, relative=True)
-    parser.add_argument("--output-dir", default="runs/roar")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--output-dir", default="runs/roar",
+                        help="where the results are written (default: runs/roar)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide the progress bars")
     parser.set_defaults(run=_roar_command)
     return parser
 
@@ -445,36 +450,46 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataclass_flags(teacher, TeacherTrainConfig)
     teacher.add_argument("--model", default=None,
                          help="pretrained folder or Hub id (default: offline all-MiniLM-L6-v2)")
-    teacher.add_argument("--pooling", default="scalar_mix", choices=["scalar_mix", "cls", "mean"])
-    teacher.add_argument("--output-dir", default="runs/teacher")
+    teacher.add_argument("--pooling", default="scalar_mix", choices=["scalar_mix", "cls", "mean"],
+                         help="how the encoder's states become one vector (default: "
+                              "scalar_mix, the paper's)")
+    teacher.add_argument("--output-dir", default="runs/teacher",
+                         help="where the results are written (default: runs/teacher)")
     _add_seeds_flag(teacher)
-    teacher.add_argument("--no-progress", action="store_true")
+    teacher.add_argument("--no-progress", action="store_true",
+                         help="hide the progress bars")
     _add_runtime_flags(teacher)
     teacher.set_defaults(run=_train_teacher)
 
     student = commands.add_parser("train-student",
                                   help="train a student to simulate a teacher (SMaT)")
     student.add_argument("--teacher", required=True, help="a `smat train-teacher` run folder")
-    student.add_argument("--explainer", required=True, choices=STUDENT_SETTINGS)
-    student.add_argument("--num-examples", type=int, required=True)
+    student.add_argument("--explainer", required=True, choices=STUDENT_SETTINGS,
+                         help="what the student learns from besides the teacher's predictions")
+    student.add_argument("--num-examples", type=int, required=True,
+                         help="student training examples (a prefix of the student pool)")
     student.add_argument("--output-dir", default=None,
                          help="(default: TEACHER/students/n{N}/{explainer}/seed{S}; with "
                               "--output-dir, several seeds go to OUTPUT_DIR/seed{S})")
     _add_seeds_flag(student)
-    student.add_argument("--no-progress", action="store_true")
+    student.add_argument("--no-progress", action="store_true",
+                         help="hide the progress bars")
     _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(student)
     student.set_defaults(run=_train_student)
 
     grid = commands.add_parser("simulability",
                                help="simulability grid over sizes x explainers x seeds")
-    grid.add_argument("--teacher", required=True)
-    grid.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000])
+    grid.add_argument("--teacher", required=True, help="a `smat train-teacher` run folder")
+    grid.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000],
+                      help="student training sizes (default: 500 1000 2000)")
     _add_seeds_flag(grid, default=5)
     grid.add_argument("--explainers", nargs="+", default=["none", "attention_all", "smat"],
-                      choices=STUDENT_SETTINGS)
+                      choices=STUDENT_SETTINGS,
+                      help="student settings (default: none attention_all smat)")
     grid.add_argument("--output-dir", default=None, help="(default: TEACHER/simulability)")
-    grid.add_argument("--no-progress", action="store_true")
+    grid.add_argument("--no-progress", action="store_true",
+                      help="hide the progress bars")
     _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(grid)
     grid.set_defaults(run=_simulability)
@@ -482,13 +497,15 @@ def build_parser() -> argparse.ArgumentParser:
     explain = commands.add_parser("explain", help="explain predictions; JSON + HTML page")
     explain.add_argument("--model", required=True, help="a trained-model folder")
     _add_dataclass_flags(explain, ExplainConfig, skip=("num_examples",))
-    explain.add_argument("--output-dir", default="runs/explain")
+    explain.add_argument("--output-dir", default="runs/explain",
+                         help="where the results are written (default: runs/explain)")
     explain.add_argument("texts", help="text file, one example per line")
     _add_runtime_flags(explain)
     explain.set_defaults(run=_explain)
 
     demo = commands.add_parser("demo", help="the main job end to end on the offline defaults")
-    demo.add_argument("--output-dir", default="runs/demo")
+    demo.add_argument("--output-dir", default="runs/demo",
+                      help="where the results are written (default: runs/demo)")
     demo.add_argument("--teacher", default=None,
                       help="reuse this teacher run folder (default: OUTPUT_DIR/teacher)")
     demo.add_argument("--num-examples", type=int, default=DEMO_SIZE,
@@ -498,7 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--explainers", nargs="+", default=list(DEMO_EXPLAINERS),
                       choices=STUDENT_SETTINGS, help="student settings, 'none' first (default: "
                                              f"{' '.join(DEMO_EXPLAINERS)})")
-    demo.add_argument("--no-progress", action="store_true")
+    demo.add_argument("--no-progress", action="store_true",
+                      help="hide the progress bars")
     _add_runtime_flags(demo)
     demo.set_defaults(run=_demo)
 
@@ -508,7 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     predict = commands.add_parser("predict", help="predict a file of texts (one per line)")
     predict.add_argument("--model", required=True, help="a trained-model folder")
-    predict.add_argument("--batch-size", type=int, default=64)
+    predict.add_argument("--batch-size", type=int, default=64,
+                         help="rows per model call (default: 64)")
     predict.add_argument("texts", help="text file, one example per line")
     _add_runtime_flags(predict)
     predict.set_defaults(run=_predict)

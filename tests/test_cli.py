@@ -3,8 +3,11 @@ tiny_teacher_args and tiny_teacher in conftest.py), and its process-wide effects
 persistent compilation cache is scoped to one command, opt-out, and leaves JAX's global
 configuration as it found it."""
 
+import argparse
 import contextlib
+import dataclasses
 import json
+import typing
 from pathlib import Path
 
 import jax
@@ -12,8 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from smat import cli
 from smat.cli import compile_cache_dir, main
 from smat.store.explainer_store import load_explainer
+from smat.training.loop import LoopConfig
+from smat.training.student import StudentTrainConfig
+from smat.training.teacher import TeacherTrainConfig
 
 
 @contextlib.contextmanager
@@ -79,6 +86,47 @@ def test_compile_cache_dir_precedence(monkeypatch, tmp_path):
         assert compile_cache_dir(off) is None
     monkeypatch.setenv("SMAT_COMPILE_CACHE", "off")
     assert compile_cache_dir(None) is None
+
+
+def _leaf_fields(cls):
+    """Names of the non-config fields of a config, nested configs included."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        inner = cli._nested_config(hints[field.name])
+        yield from (_leaf_fields(inner) if inner else [field.name])
+
+
+def test_every_setting_flag_comes_from_a_config_with_its_meaning_and_default():
+    parser = cli.build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for name, command in commands.items():
+        for action in command._actions:
+            if action.option_strings and action.dest != "help":
+                assert action.help and len(action.help) > 10, (name, action.option_strings)
+    teacher_help = commands["train-teacher"].format_help()
+    for field in _leaf_fields(TeacherTrainConfig):
+        assert "--" + field.replace("_", "-") in teacher_help
+    assert "(default: 3)" in teacher_help  # the teacher's own loop default, not LoopConfig's
+    assert "the preset's" in commands["roar"].format_help()
+
+
+def test_nested_loop_flags_build_the_embedded_config():
+    parser = argparse.ArgumentParser()
+    cli._add_dataclass_flags(parser, StudentTrainConfig)
+    config = cli._build_config(StudentTrainConfig,
+                               parser.parse_args(["--batch-size", "8", "--parallel-seeds"]))
+    defaults = StudentTrainConfig().loop
+    assert config.loop == dataclasses.replace(defaults, batch_size=8, parallel_seeds=True)
+    assert config.loop != LoopConfig(batch_size=8, parallel_seeds=True)  # student defaults kept
+
+    @dataclasses.dataclass(frozen=True)
+    class Undocumented:
+        """No Attributes section."""
+
+        size: int = 1
+
+    with pytest.raises(TypeError, match="Undocumented.size has no description"):
+        cli._add_dataclass_flags(argparse.ArgumentParser(), Undocumented)
 
 
 def test_tests_do_not_use_the_real_home():
