@@ -2,6 +2,7 @@ import dataclasses
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -89,6 +90,22 @@ def test_early_stopping_and_finished_run_is_not_retrained(tmp_path):
     (again,) = train_teacher(tiny_classifier(), train, valid, task="classification",
                              config=config, output_dir=tmp_path, progress=False)
     assert again.steps == first.steps and again.best_step == first.best_step
+
+
+@pytest.mark.parametrize("schedule", ["constant", "linear_decay"])
+def test_learning_rate_after_warmup(schedule):
+    """With zero gradients AdamW moves a parameter by -lr_t * weight_decay * p: read lr_t."""
+    config = dataclasses.replace(FAST, learning_rate=1.0, warmup_steps=2, weight_decay=0.5,
+                                 schedule=schedule)
+    optimizer = train_module.teacher_optimizer(config, total_steps=6)
+    params = {"w": jnp.ones(())}
+    state, rates = optimizer.init(params), []
+    for _ in range(6):
+        updates, state = optimizer.update({"w": jnp.zeros(())}, state, params)
+        rates.append(round(-float(updates["w"]) / 0.5, 6))
+    expected = ([0.0, 0.5, 1.0, 1.0, 1.0, 1.0] if schedule == "constant"
+                else [0.0, 0.5, 1.0, 0.75, 0.5, 0.25])
+    assert rates == expected
 
 
 def test_regression_teacher_runs(tmp_path):

@@ -39,7 +39,7 @@ from smat.training.teacher import TeacherTrainConfig
 # the reference 500 and a higher peak rate. Students: a larger SGD rate than the reference
 # 5e-3 (which needs many epochs), the meta step every 2nd step, one compiled shape (T = 64)
 # per setting, and smaller student validation / test sets.
-DEMO_TEACHER = TeacherTrainConfig(learning_rate=1e-4, warmup_steps=30,
+DEMO_TEACHER = TeacherTrainConfig(learning_rate=1e-4, warmup_steps=30, schedule="linear_decay",
                                   loop=LoopConfig(max_epochs=2, evals_per_epoch=2, patience=2))
 DEMO_STUDENT = StudentTrainConfig(
     inner_learning_rate=0.05, meta_interval=2,

@@ -150,11 +150,11 @@ PRESETS: dict[str, ModelPreset] = {
     # pretrained start converges in ~2 epochs where a random init needs far more data.
     # About 3x cheaper per step than the full encoder, for 2-core CPU runs.
     "small": ModelPreset(2, "mean", TeacherTrainConfig(
-        learning_rate=1e-4, warmup_steps=20,
+        learning_rate=1e-4, warmup_steps=20, schedule="linear_decay",
         loop=LoopConfig(batch_size=32, max_epochs=2, patience=2, evals_per_epoch=2)),
         "all-MiniLM-L6-v2, first 2 layers, mean pooling"),
     "minilm": ModelPreset(None, "scalar_mix", TeacherTrainConfig(
-        learning_rate=5e-5, warmup_steps=100,
+        learning_rate=5e-5, warmup_steps=100, schedule="linear_decay",
         loop=LoopConfig(batch_size=32, max_epochs=3, patience=3, evals_per_epoch=2)),
         "all-MiniLM-L6-v2 (6 layers), scalar mix"),
 }

@@ -6,7 +6,8 @@ resumable "last" checkpoint. A run killed at any point resumes from its last eva
 sees exactly the batches it would have seen (the batch order is a function of seed and epoch).
 
 Reference defaults (DESIGN 4, from the SMaT authors' code): AdamW lr 5e-5, 500 warmup steps
-then linear decay, global-norm clipping at 1.0, early stopping on the validation metric.
+then a constant rate, global-norm clipping at 1.0, early stopping on the validation metric.
+A linear decay to 0 after the warmup is a setting (the demo and ROAR presets use it).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class TeacherTrainConfig:
       warmup_steps: linear warmup steps, then linear decay to 0 at the last step.
       weight_decay: decoupled weight decay of AdamW.
       clip_norm: global gradient-norm clip.
+      schedule: the learning rate after the linear warmup: "constant" (the SMaT authors')
+        or "linear_decay" (to 0 at the last step).
       loop: how the training loop batches, evaluates, stops and runs seeds (LoopConfig).
     """
 
@@ -57,6 +60,8 @@ class TeacherTrainConfig:
     warmup_steps: int = 500
     weight_decay: float = 0.01
     clip_norm: float = 1.0
+    schedule: str = dataclasses.field(default="constant",
+                                      metadata={"choices": ("constant", "linear_decay")})
     loop: LoopConfig = LoopConfig(max_epochs=3, patience=5)
 
     def __post_init__(self) -> None:
@@ -64,6 +69,9 @@ class TeacherTrainConfig:
             if not getattr(self, name) > 0:
                 raise ValueError(f"TeacherTrainConfig.{name} must be > 0, got "
                                  f"{getattr(self, name)!r}")
+        if self.schedule not in ("constant", "linear_decay"):
+            raise ValueError(f"TeacherTrainConfig.schedule must be 'constant' or "
+                             f"'linear_decay', got {self.schedule!r}")
         for name in ("warmup_steps", "weight_decay"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TeacherTrainConfig.{name} must be >= 0, got "
@@ -89,7 +97,7 @@ class TeacherResult(NamedTuple):
 
 
 def teacher_optimizer(config: TeacherTrainConfig, total_steps: int) -> optax.GradientTransformation:
-    """Clip, then AdamW on a warmup + linear-decay schedule (DESIGN 4).
+    """Clip, then AdamW with a linear warmup, then a constant or linearly decaying rate.
 
     Equal hyperparameters return the *same* object, so the jitted step (which takes the
     optimizer as a static argument) compiles once for every run that shares them, e.g. the
@@ -104,15 +112,17 @@ def teacher_optimizer(config: TeacherTrainConfig, total_steps: int) -> optax.Gra
         warnings.warn(f"warmup_steps={config.warmup_steps} >= the {total_steps} training steps; "
                       f"warming up for {warmup} steps instead", stacklevel=2)
     return _adamw_with_warmup(config.learning_rate, warmup, total_steps, config.weight_decay,
-                              config.clip_norm)
+                              config.clip_norm, config.schedule == "linear_decay")
 
 
 @functools.lru_cache(maxsize=32)
 def _adamw_with_warmup(learning_rate: float, warmup: int, total_steps: int,
-                       weight_decay: float, clip_norm: float) -> optax.GradientTransformation:
+                       weight_decay: float, clip_norm: float,
+                       decay: bool) -> optax.GradientTransformation:
+    after_warmup = (optax.linear_schedule(learning_rate, 0.0, max(total_steps - warmup, 1))
+                    if decay else optax.constant_schedule(learning_rate))
     schedule = optax.join_schedules(
-        [optax.linear_schedule(0.0, learning_rate, max(warmup, 1)),
-         optax.linear_schedule(learning_rate, 0.0, max(total_steps - warmup, 1))],
+        [optax.linear_schedule(0.0, learning_rate, max(warmup, 1)), after_warmup],
         boundaries=[warmup],
     )
     return standard_promotion(optax.chain(optax.clip_by_global_norm(clip_norm),
