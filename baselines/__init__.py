@@ -1,11 +1,13 @@
-"""Static explainers: Captum-equivalent gradient methods and attention baselines in JAX.
+"""Static explainers: Captum-equivalent gradient and perturbation methods and attention
+baselines in JAX.
 
-Pure cores (:func:`saliency`, :func:`input_x_gradient`, :func:`integrated_gradients`)
-work on any ``f(x (B, T, E), mask (B, T)) -> (B, C)``; the Captum-like classes
-(:class:`Saliency`, :class:`InputXGradient`, :class:`IntegratedGradients`) bind
-arguments to them. :mod:`baselines.model_adapters` builds ``f`` for smat models.
-The result type of every explainer is :class:`smat.explainers.Saliency` (not
-re-exported here: ``baselines.Saliency`` is Captum's method name).
+Pure cores (:func:`saliency`, :func:`input_x_gradient`, :func:`integrated_gradients`,
+:func:`noise_tunnel`, :func:`feature_ablation`, :func:`occlusion`) work on any
+``f(x (B, T, E), mask (B, T)) -> (B, C)``; the Captum-like classes (:class:`Saliency`,
+:class:`InputXGradient`, :class:`IntegratedGradients`) bind arguments to them.
+:mod:`baselines.model_adapters` builds ``f`` for smat models. The result type of every
+explainer is :class:`smat.explainers.Saliency` (not re-exported here: ``baselines.Saliency``
+is Captum's method name).
 """
 
 from baselines.attention import all_layers_attention as all_layers_attention
@@ -26,9 +28,14 @@ from baselines.model_adapters import POINTS as POINTS
 from baselines.model_adapters import AttributionInputs as AttributionInputs
 from baselines.model_adapters import attribution_inputs as attribution_inputs
 from baselines.model_adapters import token_baseline as token_baseline
+from baselines.noise_tunnel import NT_TYPES as NT_TYPES
+from baselines.noise_tunnel import noise_tunnel as noise_tunnel
+from baselines.perturbation import feature_ablation as feature_ablation
+from baselines.perturbation import occlusion as occlusion
 
 __all__ = [
     "METHODS",
+    "NT_TYPES",
     "POINTS",
     "Attribution",
     "AttributionInputs",
@@ -38,10 +45,13 @@ __all__ = [
     "all_layers_attention",
     "attention_rollout",
     "attribution_inputs",
+    "feature_ablation",
     "input_x_gradient",
     "integrated_gradients",
     "last_layer_attention",
     "mean_attention",
+    "noise_tunnel",
+    "occlusion",
     "quadrature",
     "random_saliency",
     "saliency",

@@ -56,6 +56,40 @@ def _integrated_gradients(graphdef, params, input_ids, attention_mask, token_typ
                                           method=ig_method).saliency.scores
 
 
+def _feature_ablation(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+                      ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    return baselines.feature_ablation(f, x, mask, target=target).saliency.scores
+
+
+def _occlusion(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+               ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    return baselines.occlusion(f, x, mask, window=min(3, x.shape[1]), stride=1,
+                               target=target).saliency.scores
+
+
+def _row_keys(seed: int, row_ids, batch: int) -> jax.Array:
+    """One key per row: fold_in(PRNGKey(seed), the row's data-set index (default 0..B-1))."""
+    rows = jnp.arange(batch) if row_ids is None else jnp.asarray(row_ids)
+    return jax.vmap(lambda row: jax.random.fold_in(jax.random.PRNGKey(seed), row))(rows)
+
+
+SMOOTHGRAD_SAMPLES, SMOOTHGRAD_NOISE = 10, 0.1
+"""SmoothGrad's noisy copies and noise level (Gaussian stdevs at the word embeddings)."""
+
+
+def _smoothgrad(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+                ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    keys = _row_keys(seed, row_ids, x.shape[0])
+    noise = jax.vmap(lambda key: jax.random.normal(key, (SMOOTHGRAD_SAMPLES, *x.shape[1:]),
+                                                   x.dtype))(keys)  # (B, S, T, E)
+    return baselines.noise_tunnel(f, x, mask, noise=jnp.swapaxes(noise, 0, 1),
+                                  nt_samples=SMOOTHGRAD_SAMPLES, stdevs=SMOOTHGRAD_NOISE,
+                                  target=target, reduction="l2").saliency.scores
+
+
 def _pooled_attention(explain: Callable):
     def scores(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
                ig_steps, ig_method, seed, row_ids):
@@ -77,8 +111,7 @@ def _attention_rollout(graphdef, params, input_ids, attention_mask, token_type_i
 def _random(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
             ig_steps, ig_method, seed, row_ids):
     mask = jnp.asarray(attention_mask) != 0
-    rows = jnp.arange(mask.shape[0]) if row_ids is None else jnp.asarray(row_ids)
-    keys = jax.vmap(lambda row: jax.random.fold_in(jax.random.PRNGKey(seed), row))(rows)
+    keys = _row_keys(seed, row_ids, mask.shape[0])
     return jax.vmap(lambda key, row: baselines.random_saliency(key, row[None]).scores[0])(
         keys, mask)
 
@@ -131,6 +164,18 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                   teacher_temperature=0.5,
                   summary="integrated gradients from a zero baseline, summed over the "
                           "embedding (Captum IntegratedGradients)"),
+    ExplainerSpec(name="smoothgrad", scores=_smoothgrad, needs_gradients=True,
+                  batch_independent=True,
+                  summary=f"gradient L2 averaged over {SMOOTHGRAD_SAMPLES} noisy copies of "
+                          f"the word embeddings, stdevs {SMOOTHGRAD_NOISE}, noise seeded per "
+                          "row (Captum NoiseTunnel(Saliency), smoothgrad)"),
+    ExplainerSpec(name="feature_ablation", scores=_feature_ablation, needs_gradients=False,
+                  signed=True,
+                  summary="drop of the target logit when a token's word embedding is "
+                          "zeroed (Captum FeatureAblation over tokens)"),
+    ExplainerSpec(name="occlusion", scores=_occlusion, needs_gradients=False, signed=True,
+                  summary="the same drop for windows of 3 tokens, stride 1, averaged over "
+                          "the windows covering each token (Captum Occlusion)"),
     ExplainerSpec(name="attention_all", scores=_pooled_attention(baselines.all_layers_attention),
                   needs_gradients=False, signed=True, student_beta=5.0,
                   summary="query-mean attention logits averaged over every head of every "

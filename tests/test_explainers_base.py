@@ -153,13 +153,14 @@ def test_to_distribution_rejects_bad_shapes():
         ("sum", lambda a: a.sum(-1)),
         ("abs_sum", lambda a: np.abs(a.sum(-1))),
         ("l1", lambda a: np.abs(a).sum(-1)),
+        ("mean", lambda a: a.mean(-1)),
     ],
 )
 def test_reductions_match_numpy(name, reference):
     a = np.asarray(jax.random.normal(jax.random.key(2), (B, T, E)))
     got = reduce_tokens(a, MASK, reduction=name)
     np.testing.assert_allclose(got.scores, np.where(MASK, reference(a), 0.0), rtol=1e-5)
-    assert set(REDUCTIONS) == {"l2", "sum", "abs_sum", "l1"}
+    assert set(REDUCTIONS) == {"l2", "sum", "abs_sum", "l1", "mean"}
 
 
 def test_l2_reduction_gradient_is_finite_at_zero():

@@ -32,6 +32,18 @@ def test_conformance(name, model_and_batch):
         assert np.all(first >= 0)
 
 
+@pytest.mark.parametrize("name", sorted(n for n, s in registry.STATIC.items()
+                                         if s.batch_independent))
+def test_batch_independent_scores_follow_the_row_not_the_batch(name, model_and_batch):
+    graphdef, params, inputs = model_and_batch
+    whole = np.asarray(registry.static_scores(graphdef, params, *inputs, name=name,
+                                              row_ids=np.arange(6)))
+    rows = np.array([4, 1])
+    part = np.asarray(registry.static_scores(graphdef, params, *(a[rows] for a in inputs),
+                                             name=name, row_ids=rows))
+    np.testing.assert_allclose(part, whole[rows], rtol=1e-5, atol=1e-6)
+
+
 def test_aliases_and_student_settings():
     assert registry.spec("attention") is registry.STATIC["attention_all"]
     assert registry.STUDENT_SETTINGS[0] == "none" and registry.STUDENT_SETTINGS[-1] == "smat"

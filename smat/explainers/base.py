@@ -108,13 +108,16 @@ REDUCTIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "sum": lambda x: jnp.sum(x, axis=-1),
     "abs_sum": lambda x: jnp.abs(jnp.sum(x, axis=-1)),
     "l1": lambda x: jnp.sum(jnp.abs(x), axis=-1),
+    "mean": lambda x: jnp.mean(x, axis=-1),
 }
 """Token reductions ``(B, T, D) -> (B, T)`` by name.
 
 ``l2``: :math:`\\|a_{bt}\\|_2` (the SMaT "Gradient L2");
 ``sum``: :math:`\\sum_d a_{btd}` (signed; Input x Gradient and IG);
 ``abs_sum``: :math:`|\\sum_d a_{btd}|`;
-``l1``: :math:`\\sum_d |a_{btd}|`.
+``l1``: :math:`\\sum_d |a_{btd}|`;
+``mean``: :math:`\\frac{1}{D}\\sum_d a_{btd}` (signed; the token's value when the
+attributions are constant over D, as in feature ablation and occlusion).
 """
 
 
@@ -129,7 +132,8 @@ def reduce_tokens(
     Args:
       attributions: ``(B, T, D)`` attributions (e.g. gradients w.r.t. embeddings).
       mask: ``(B, T)`` bool or int, nonzero at real tokens.
-      reduction: one of ``REDUCTIONS`` (``"l2"``, ``"sum"``, ``"abs_sum"``, ``"l1"``).
+      reduction: one of ``REDUCTIONS`` (``"l2"``, ``"sum"``, ``"abs_sum"``, ``"l1"``,
+        ``"mean"``).
 
     Returns:
       :class:`Saliency` with float32 scores, 0 at padded positions.
