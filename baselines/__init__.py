@@ -2,7 +2,8 @@
 baselines in JAX.
 
 Pure cores (:func:`saliency`, :func:`input_x_gradient`, :func:`integrated_gradients`,
-:func:`noise_tunnel`, :func:`feature_ablation`, :func:`occlusion`) work on any
+:func:`noise_tunnel`, :func:`gradient_shap`, :func:`feature_ablation`,
+:func:`occlusion`) work on any
 ``f(x (B, T, E), mask (B, T)) -> (B, C)``; the Captum-like classes (:class:`Saliency`,
 :class:`InputXGradient`, :class:`IntegratedGradients`) bind arguments to them.
 :mod:`baselines.model_adapters` builds ``f`` for smat models. The result type of every
@@ -18,6 +19,7 @@ from baselines.attention import random_saliency as random_saliency
 from baselines.captum_like import InputXGradient as InputXGradient
 from baselines.captum_like import IntegratedGradients as IntegratedGradients
 from baselines.captum_like import Saliency as Saliency
+from baselines.gradient_shap import gradient_shap as gradient_shap
 from baselines.gradients import METHODS as METHODS
 from baselines.gradients import Attribution as Attribution
 from baselines.gradients import input_x_gradient as input_x_gradient
@@ -46,6 +48,7 @@ __all__ = [
     "attention_rollout",
     "attribution_inputs",
     "feature_ablation",
+    "gradient_shap",
     "input_x_gradient",
     "integrated_gradients",
     "last_layer_attention",

@@ -90,6 +90,21 @@ def _smoothgrad(graphdef, params, input_ids, attention_mask, token_type_ids, tar
                                   target=target, reduction="l2").saliency.scores
 
 
+GRADIENT_SHAP_SAMPLES = 20
+"""GradientShap's draws per row (zero baseline, no input noise: expected gradients)."""
+
+
+def _gradient_shap(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+                   ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    alphas = jax.vmap(lambda key: jax.random.uniform(key, (GRADIENT_SHAP_SAMPLES,), x.dtype))(
+        _row_keys(seed, row_ids, x.shape[0]))  # (B, S): the row's points on its segment
+    draws = (jnp.zeros((GRADIENT_SHAP_SAMPLES, x.shape[0]), jnp.int32), alphas.T,
+             jnp.zeros((GRADIENT_SHAP_SAMPLES, *x.shape), x.dtype))
+    return baselines.gradient_shap(f, x, mask, n_samples=GRADIENT_SHAP_SAMPLES, draws=draws,
+                                   target=target).saliency.scores
+
+
 def _pooled_attention(explain: Callable):
     def scores(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
                ig_steps, ig_method, seed, row_ids):
@@ -169,6 +184,12 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                   summary=f"gradient L2 averaged over {SMOOTHGRAD_SAMPLES} noisy copies of "
                           f"the word embeddings, stdevs {SMOOTHGRAD_NOISE}, noise seeded per "
                           "row (Captum NoiseTunnel(Saliency), smoothgrad)"),
+    ExplainerSpec(name="gradient_shap", scores=_gradient_shap, needs_gradients=True,
+                  signed=True, batch_independent=True,
+                  summary=f"GradientShap with a zero baseline: embedding x gradient at "
+                          f"{GRADIENT_SHAP_SAMPLES} uniform points of the segment from the "
+                          "baseline, averaged, summed over the embedding; points seeded per "
+                          "row (Captum GradientShap, stdevs 0)"),
     ExplainerSpec(name="feature_ablation", scores=_feature_ablation, needs_gradients=False,
                   signed=True,
                   summary="drop of the target logit when a token's word embedding is "
