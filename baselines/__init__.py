@@ -2,8 +2,8 @@
 baselines in JAX.
 
 Pure cores (:func:`saliency`, :func:`input_x_gradient`, :func:`integrated_gradients`,
-:func:`noise_tunnel`, :func:`gradient_shap`, :func:`feature_ablation`,
-:func:`occlusion`) work on any
+:func:`noise_tunnel`, :func:`gradient_shap`, :func:`feature_ablation`, :func:`occlusion`,
+:func:`lime`, :func:`kernel_shap`) work on any
 ``f(x (B, T, E), mask (B, T)) -> (B, C)``; the Captum-like classes (:class:`Saliency`,
 :class:`InputXGradient`, :class:`IntegratedGradients`) bind arguments to them.
 :mod:`baselines.model_adapters` builds ``f`` for smat models. The result type of every
@@ -34,6 +34,10 @@ from baselines.noise_tunnel import NT_TYPES as NT_TYPES
 from baselines.noise_tunnel import noise_tunnel as noise_tunnel
 from baselines.perturbation import feature_ablation as feature_ablation
 from baselines.perturbation import occlusion as occlusion
+from baselines.surrogate import kernel_shap as kernel_shap
+from baselines.surrogate import kernel_shap_coalitions as kernel_shap_coalitions
+from baselines.surrogate import lime as lime
+from baselines.surrogate import lime_coalitions as lime_coalitions
 
 __all__ = [
     "METHODS",
@@ -51,7 +55,11 @@ __all__ = [
     "gradient_shap",
     "input_x_gradient",
     "integrated_gradients",
+    "kernel_shap",
+    "kernel_shap_coalitions",
     "last_layer_attention",
+    "lime",
+    "lime_coalitions",
     "mean_attention",
     "noise_tunnel",
     "occlusion",

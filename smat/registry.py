@@ -105,6 +105,30 @@ def _gradient_shap(graphdef, params, input_ids, attention_mask, token_type_ids, 
                                    target=target).saliency.scores
 
 
+SURROGATE_SAMPLES = 200
+"""Coalitions per row of Lime and KernelShap (the full and empty ones included for the
+latter)."""
+
+
+def _lime(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+          ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    samples = jax.vmap(lambda key: baselines.lime_coalitions(key, SURROGATE_SAMPLES,
+                                                             x.shape[1]))(
+        _row_keys(seed, row_ids, x.shape[0]))  # (B, N, T)
+    return baselines.lime(f, x, mask, samples=jnp.swapaxes(samples, 0, 1),
+                          n_samples=SURROGATE_SAMPLES, target=target).saliency.scores
+
+
+def _kernel_shap(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+                 ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    samples = jax.vmap(lambda key: baselines.kernel_shap_coalitions(
+        key, SURROGATE_SAMPLES - 2, x.shape[1]))(_row_keys(seed, row_ids, x.shape[0]))
+    return baselines.kernel_shap(f, x, mask, samples=jnp.swapaxes(samples, 0, 1),
+                                 n_samples=SURROGATE_SAMPLES, target=target).saliency.scores
+
+
 def _pooled_attention(explain: Callable):
     def scores(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
                ig_steps, ig_method, seed, row_ids):
@@ -180,21 +204,37 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                   summary="integrated gradients from a zero baseline, summed over the "
                           "embedding (Captum IntegratedGradients)"),
     ExplainerSpec(name="smoothgrad", scores=_smoothgrad, needs_gradients=True,
+                  student_beta=0.2,
                   batch_independent=True,
                   summary=f"gradient L2 averaged over {SMOOTHGRAD_SAMPLES} noisy copies of "
                           f"the word embeddings, stdevs {SMOOTHGRAD_NOISE}, noise seeded per "
                           "row (Captum NoiseTunnel(Saliency), smoothgrad)"),
     ExplainerSpec(name="gradient_shap", scores=_gradient_shap, needs_gradients=True,
+                  student_beta=0.2,
                   signed=True, batch_independent=True,
                   summary=f"GradientShap with a zero baseline: embedding x gradient at "
                           f"{GRADIENT_SHAP_SAMPLES} uniform points of the segment from the "
                           "baseline, averaged, summed over the embedding; points seeded per "
                           "row (Captum GradientShap, stdevs 0)"),
     ExplainerSpec(name="feature_ablation", scores=_feature_ablation, needs_gradients=False,
+                  student_beta=0.2,
                   signed=True,
                   summary="drop of the target logit when a token's word embedding is "
                           "zeroed (Captum FeatureAblation over tokens)"),
-    ExplainerSpec(name="occlusion", scores=_occlusion, needs_gradients=False, signed=True,
+    ExplainerSpec(name="lime", scores=_lime, needs_gradients=False,
+                  student_beta=0.2, signed=True,
+                  batch_independent=True,
+                  summary=f"Lime over tokens: {SURROGATE_SAMPLES} coalitions per row (each "
+                          "token zeroed with probability 1/2, seeded per row), cosine "
+                          "kernel, weighted least squares (Captum Lime, linear surrogate)"),
+    ExplainerSpec(name="kernel_shap", scores=_kernel_shap, needs_gradients=False,
+                  student_beta=0.2,
+                  signed=True, batch_independent=True,
+                  summary=f"KernelShap over tokens: {SURROGATE_SAMPLES} coalitions per row "
+                          "from Captum's sampler (seeded per row), constrained to sum to "
+                          "f(x) - f(zero embeddings) (Captum KernelShap)"),
+    ExplainerSpec(name="occlusion", scores=_occlusion, needs_gradients=False,
+                  student_beta=0.2, signed=True,
                   summary="the same drop for windows of 3 tokens, stride 1, averaged over "
                           "the windows covering each token (Captum Occlusion)"),
     ExplainerSpec(name="attention_all", scores=_pooled_attention(baselines.all_layers_attention),
@@ -226,7 +266,8 @@ STUDENT_SETTINGS = (NO_EXPLAINER,
 DEFAULT_BETA = {NO_EXPLAINER: 0.0, LEARNED: 5.0,
                 **{name: spec.student_beta for name, spec in STATIC.items()
                    if spec.student_beta is not None}}
-"""Paper §5: beta = 5 for attention explainers, 0.2 for gradient explainers, 0 without."""
+"""Paper §5: beta = 5 for attention explainers, 0.2 for gradient explainers, 0 without;
+the perturbation explainers (ablation, occlusion, Lime, KernelShap) take 0.2 as well."""
 
 
 def names_help() -> str:

@@ -151,7 +151,8 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
         if setting == "smat":
             outputs["features"] = pooled
         elif setting != "none":  # a static teacher explainer (smat.jobs.explain, paper §5)
-            outputs["scores"] = static_scores(*args, name=setting, ig_steps=ig_steps)
+            outputs["scores"] = static_scores(*args, name=setting, ig_steps=ig_steps,
+                                              row_ids=rows)
         return outputs
 
     outputs = map_batches(teacher_outputs, data, batch_size=batch_size, length_multiple=None,
