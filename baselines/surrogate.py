@@ -76,6 +76,17 @@ def _coalitions(samples: ArrayLike, n_samples: int, x: jax.Array) -> jax.Array:
     return samples.astype(x.dtype)
 
 
+def _evaluate_coalitions(forward, x, mask, samples, *, baseline, target, chunk_size):
+    """The baseline ``(B, T, E)``, the target ``(B,)`` and the ``(N, B)`` target outputs on
+    the coalitions ``samples (N, B, T)``."""
+    baseline = _baseline_like(baseline, x)
+    args = (mask,)
+    target = _resolve_target(forward, x, args, target)
+    return baseline, target, _coalition_outputs(forward, x, args, samples=samples,
+                                                baseline=baseline, target=target,
+                                                chunk_size=chunk_size)
+
+
 def _coalition_outputs(forward, x, args, *, samples, baseline, target, chunk_size):
     """``(N, B)`` target outputs on the coalitions ``samples (N, B, T)``."""
     if not isinstance(chunk_size, int) or chunk_size < 1:
@@ -156,11 +167,8 @@ def lime(
         samples = jnp.swapaxes(jax.vmap(lambda k: lime_coalitions(k, n_samples, x.shape[1]))(
             jax.random.split(key, x.shape[0])), 0, 1)
     z = _coalitions(samples, n_samples, x)
-    baseline = _baseline_like(baseline, x)
-    args = (mask,)
-    target = _resolve_target(f, x, args, target)
-    y = _coalition_outputs(f, x, args, samples=z, baseline=baseline, target=target,
-                           chunk_size=chunk_size)  # (N, B)
+    baseline, target, y = _evaluate_coalitions(f, x, mask, z, baseline=baseline,
+                                               target=target, chunk_size=chunk_size)
     perturbed = baseline[None] + z[..., None] * (x - baseline)[None]  # (N, B, T, E)
     flat, flat_x = perturbed.reshape(*z.shape[:2], -1), x.reshape(x.shape[0], -1)
     # torch's cosine similarity: each norm clamped at 1e-8 (an all-removed input has 0).
@@ -251,13 +259,10 @@ def kernel_shap(
     if weights.shape != z.shape[:2]:
         raise ValueError(f"weights must have shape (n_samples - 2, B) = {z.shape[:2]}; got "
                          f"{weights.shape}.")
-    baseline = _baseline_like(baseline, x)
-    args = (mask,)
-    target = _resolve_target(f, x, args, target)
-    y = _coalition_outputs(f, x, args, samples=z, baseline=baseline, target=target,
-                           chunk_size=chunk_size)  # (N, B)
-    full = _target_outputs(f, x, args, target)
-    empty = _target_outputs(f, baseline, args, target)
+    baseline, target, y = _evaluate_coalitions(f, x, mask, z, baseline=baseline,
+                                               target=target, chunk_size=chunk_size)
+    full = _target_outputs(f, x, (mask,), target)
+    empty = _target_outputs(f, baseline, (mask,), target)
     coefficients = jax.vmap(_constrained_fit, in_axes=(1, 1, 1, 0, 0))(z, y, weights, full,
                                                                         empty)
     return _attribution(coefficients, x, mask, reduction)
