@@ -69,7 +69,8 @@ def _reset_peak() -> int:
 # ------------------------------------------------------------------ shared setup
 
 
-def _batch(tokenizer, *, batch_size: int, seq_len: int, vocab_size: int) -> np.ndarray:
+def token_batch(tokenizer, *, batch_size: int, seq_len: int, vocab_size: int) -> np.ndarray:
+    """Random vocabulary ids between [CLS] and [SEP] (seeded): the benchmarks' sentences."""
     rng = np.random.default_rng(0)
     ids = rng.integers(1000, vocab_size, size=(batch_size, seq_len)).astype(np.int32)
     ids[:, 0] = tokenizer.cls_token_id
@@ -77,7 +78,9 @@ def _batch(tokenizer, *, batch_size: int, seq_len: int, vocab_size: int) -> np.n
     return ids
 
 
-def _smat_setup(smoke: bool):
+def smat_classifier(smoke: bool):
+    """The MiniLM (or, smoke, tiny) classifier with a fixed random mean-pool head, its
+    tokenizer and its (graphdef, params)."""
     from smat.models import from_pretrained, functional, minilm_path
 
     model, tokenizer = from_pretrained(minilm_path(), task="classification", num_labels=3,
@@ -115,9 +118,9 @@ def worker_smat(args) -> dict:
 
     import baselines
 
-    model, tokenizer, (graphdef, params) = _smat_setup(args.smoke)
-    ids = _batch(tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
-                 vocab_size=tokenizer.vocab_size)
+    model, tokenizer, (graphdef, params) = smat_classifier(args.smoke)
+    ids = token_batch(tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
+                      vocab_size=tokenizer.vocab_size)
     mask = np.ones_like(ids)
     f, x, m = baselines.attribution_inputs(graphdef, params, input_ids=ids, attention_mask=mask)
 
@@ -154,16 +157,15 @@ def worker_smat(args) -> dict:
     return result
 
 
-def worker_captum(args) -> dict:
+def torch_classifier(model, smoke: bool):
+    """The same classifier in PyTorch: HF ``BertModel`` (MiniLM weights, or a random tiny
+    one) + the smat model's mean-pool / linear head. Returns ``(forward(x, mask), hf)``."""
     import torch
-    from captum.attr import IntegratedGradients
     from transformers import BertModel
 
     from smat.models import minilm_path
 
-    torch.set_num_threads(os.cpu_count())
-    model, tokenizer, _ = _smat_setup(args.smoke)
-    if args.smoke:
+    if smoke:
         from transformers import BertConfig
 
         cfg = model.encoder.config
@@ -180,14 +182,26 @@ def worker_captum(args) -> dict:
     with torch.no_grad():
         head.weight.copy_(torch.from_numpy(kernel.T.copy()))
         head.bias.copy_(torch.from_numpy(np.array(model.classifier.bias[...])))
-    ids = torch.from_numpy(_batch(tokenizer, batch_size=args.batch_size, seq_len=args.seq_len,
-                                  vocab_size=tokenizer.vocab_size).astype(np.int64))
-    mask = torch.ones_like(ids)
 
     def forward(x, mask):
         hidden = hf(inputs_embeds=x, attention_mask=mask).last_hidden_state
         m = mask.to(hidden.dtype).unsqueeze(-1)
         return head((hidden * m).sum(1) / m.sum(1))
+
+    return forward, hf
+
+
+def worker_captum(args) -> dict:
+    import torch
+    from captum.attr import IntegratedGradients
+
+    torch.set_num_threads(os.cpu_count())
+    model, tokenizer, _ = smat_classifier(args.smoke)
+    forward, hf = torch_classifier(model, args.smoke)
+    ids = torch.from_numpy(token_batch(tokenizer, batch_size=args.batch_size,
+                                       seq_len=args.seq_len,
+                                       vocab_size=tokenizer.vocab_size).astype(np.int64))
+    mask = torch.ones_like(ids)
 
     x = hf.embeddings.word_embeddings(ids).detach()
     with torch.no_grad():
