@@ -193,6 +193,18 @@ def _target_gradient(
     return jax.grad(lambda z: jnp.sum(_target_outputs(forward, z, args, target)))(x)
 
 
+def _baseline_like(baseline: ArrayLike | None, x: jax.Array) -> jax.Array:
+    """The baseline broadcast to ``x`` (zeros when ``None``)."""
+    if baseline is None:
+        return jnp.zeros_like(x)
+    baseline = jnp.asarray(baseline, dtype=x.dtype)
+    try:
+        return jnp.broadcast_to(baseline, x.shape)
+    except ValueError:
+        raise ValueError(f"baseline of shape {baseline.shape} does not broadcast to inputs "
+                         f"{x.shape}.") from None
+
+
 def _check_inputs(x: jax.Array, mask: jax.Array) -> None:
     if x.ndim != 3 or mask.shape != x.shape[:2]:
         raise ValueError(
@@ -235,16 +247,7 @@ def _integrated_gradients_attributions(
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}.")
     alphas, weights = quadrature(method, n_steps)
-    if baseline is None:
-        baseline = jnp.zeros_like(x)
-    else:
-        baseline = jnp.asarray(baseline, dtype=x.dtype)
-        try:
-            baseline = jnp.broadcast_to(baseline, x.shape)
-        except ValueError:
-            raise ValueError(
-                f"baseline of shape {baseline.shape} does not broadcast to inputs {x.shape}."
-            ) from None
+    baseline = _baseline_like(baseline, x)
     target = _resolve_target(forward, x, args, target)
 
     n_chunks, per_chunk = _steps_per_chunk(n_steps, chunk_size)

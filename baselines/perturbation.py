@@ -31,6 +31,7 @@ from jaxtyping import Array, Float, Int
 
 from baselines.gradients import (
     Attribution,
+    _baseline_like,
     _check_inputs,
     _check_reduction,
     _resolve_target,
@@ -63,17 +64,6 @@ def occlusion_windows(length: int, window: int, stride: int) -> np.ndarray:
     for k in range(count):
         masks[k, k * stride:k * stride + window] = 1.0
     return masks
-
-
-def _baseline_like(baseline: ArrayLike | None, x: jax.Array) -> jax.Array:
-    if baseline is None:
-        return jnp.zeros_like(x)
-    baseline = jnp.asarray(baseline, dtype=x.dtype)
-    try:
-        return jnp.broadcast_to(baseline, x.shape)
-    except ValueError:
-        raise ValueError(f"baseline of shape {baseline.shape} does not broadcast to inputs "
-                         f"{x.shape}.") from None
 
 
 def _ablation_attributions(forward, x, args, *, windows, baseline, target, chunk_size,

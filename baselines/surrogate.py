@@ -34,12 +34,12 @@ from jaxtyping import Array, Float, Int
 
 from baselines.gradients import (
     Attribution,
+    _baseline_like,
     _check_inputs,
     _check_reduction,
     _resolve_target,
     _target_outputs,
 )
-from baselines.perturbation import _baseline_like
 from smat.explainers.base import reduce_tokens
 
 __all__ = ["kernel_shap", "kernel_shap_coalitions", "lime", "lime_coalitions",

@@ -199,6 +199,10 @@ def _add_seeds_flag(parser: argparse.ArgumentParser, default: int = 1) -> None:
                              "--parallel-seeds trains them in one vmapped program")
 
 
+def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+
 def _seeds(args: argparse.Namespace, first: int) -> list[int]:
     """`--seeds N` consecutive seeds from `first` (the loop config's --seed)."""
     if args.seeds < 1:
@@ -407,8 +411,7 @@ def _add_roar_command(subparsers: Any) -> argparse.ArgumentParser:
     _add_dataclass_flags(parser, TeacherTrainConfig, relative=True)
     parser.add_argument("--output-dir", default="runs/roar",
                         help="where the results are written (default: runs/roar)")
-    parser.add_argument("--no-progress", action="store_true",
-                        help="hide the progress bars")
+    _add_progress_flag(parser)
     parser.set_defaults(run=_roar_command)
     return parser
 
@@ -456,8 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     teacher.add_argument("--output-dir", default="runs/teacher",
                          help="where the results are written (default: runs/teacher)")
     _add_seeds_flag(teacher)
-    teacher.add_argument("--no-progress", action="store_true",
-                         help="hide the progress bars")
+    _add_progress_flag(teacher)
     _add_runtime_flags(teacher)
     teacher.set_defaults(run=_train_teacher)
 
@@ -472,8 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="(default: TEACHER/students/n{N}/{explainer}/seed{S}; with "
                               "--output-dir, several seeds go to OUTPUT_DIR/seed{S})")
     _add_seeds_flag(student)
-    student.add_argument("--no-progress", action="store_true",
-                         help="hide the progress bars")
+    _add_progress_flag(student)
     _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(student)
     student.set_defaults(run=_train_student)
@@ -488,8 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
                       choices=STUDENT_SETTINGS,
                       help="student settings (default: none attention_all smat)")
     grid.add_argument("--output-dir", default=None, help="(default: TEACHER/simulability)")
-    grid.add_argument("--no-progress", action="store_true",
-                      help="hide the progress bars")
+    _add_progress_flag(grid)
     _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(grid)
     grid.set_defaults(run=_simulability)
@@ -515,8 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--explainers", nargs="+", default=list(DEMO_EXPLAINERS),
                       choices=STUDENT_SETTINGS, help="student settings, 'none' first (default: "
                                              f"{' '.join(DEMO_EXPLAINERS)})")
-    demo.add_argument("--no-progress", action="store_true",
-                      help="hide the progress bars")
+    _add_progress_flag(demo)
     _add_runtime_flags(demo)
     demo.set_defaults(run=_demo)
 
