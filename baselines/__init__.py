@@ -2,10 +2,11 @@
 baselines in JAX.
 
 Pure cores (:func:`saliency`, :func:`input_x_gradient`, :func:`integrated_gradients`,
-:func:`noise_tunnel`, :func:`gradient_shap`, :func:`feature_ablation`, :func:`occlusion`,
-:func:`lime`, :func:`kernel_shap`) work on any
+:func:`noise_tunnel`, :func:`gradient_shap`, :func:`deeplift`, :func:`deeplift_shap`,
+:func:`feature_ablation`, :func:`occlusion`, :func:`lime`, :func:`kernel_shap`) work on any
 ``f(x (B, T, E), mask (B, T)) -> (B, C)``; the Captum-like classes (:class:`Saliency`,
-:class:`InputXGradient`, :class:`IntegratedGradients`) bind arguments to them.
+:class:`InputXGradient`, :class:`IntegratedGradients`, :class:`DeepLift`,
+:class:`DeepLiftShap`) bind arguments to them.
 :mod:`baselines.model_adapters` builds ``f`` for smat models. The result type of every
 explainer is :class:`smat.explainers.Saliency` (not re-exported here: ``baselines.Saliency``
 is Captum's method name).
@@ -16,9 +17,14 @@ from baselines.attention import attention_rollout as attention_rollout
 from baselines.attention import last_layer_attention as last_layer_attention
 from baselines.attention import mean_attention as mean_attention
 from baselines.attention import random_saliency as random_saliency
+from baselines.captum_like import DeepLift as DeepLift
+from baselines.captum_like import DeepLiftShap as DeepLiftShap
 from baselines.captum_like import InputXGradient as InputXGradient
 from baselines.captum_like import IntegratedGradients as IntegratedGradients
 from baselines.captum_like import Saliency as Saliency
+from baselines.deeplift import deeplift as deeplift
+from baselines.deeplift import deeplift_shap as deeplift_shap
+from baselines.deeplift import rescale as rescale
 from baselines.gradient_shap import gradient_shap as gradient_shap
 from baselines.gradients import METHODS as METHODS
 from baselines.gradients import Attribution as Attribution
@@ -45,12 +51,16 @@ __all__ = [
     "POINTS",
     "Attribution",
     "AttributionInputs",
+    "DeepLift",
+    "DeepLiftShap",
     "InputXGradient",
     "IntegratedGradients",
     "Saliency",
     "all_layers_attention",
     "attention_rollout",
     "attribution_inputs",
+    "deeplift",
+    "deeplift_shap",
     "feature_ablation",
     "gradient_shap",
     "input_x_gradient",
@@ -65,6 +75,7 @@ __all__ = [
     "occlusion",
     "quadrature",
     "random_saliency",
+    "rescale",
     "saliency",
     "token_baseline",
 ]

@@ -26,13 +26,22 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from baselines.deeplift import (
+    _check_references,
+    _deeplift_attributions,
+    _deeplift_shap_attributions,
+    _delta,
+)
 from baselines.gradients import (
+    _baseline_like,
+    _check_inputs,
     _input_x_gradient_attributions,
     _integrated_gradients_attributions,
+    _resolve_target,
     _saliency_attributions,
 )
 
-__all__ = ["InputXGradient", "IntegratedGradients", "Saliency"]
+__all__ = ["DeepLift", "DeepLiftShap", "InputXGradient", "IntegratedGradients", "Saliency"]
 
 
 def _format_args(additional_forward_args: Any) -> tuple[Any, ...]:
@@ -74,6 +83,30 @@ def _integrated_gradients_jit(
         chunk_size=chunk_size, multiply_by_inputs=multiply_by_inputs,
         return_convergence_delta=return_convergence_delta,
     )
+
+
+@partial(jax.jit, static_argnames=("forward", "multiply_by_inputs", "return_convergence_delta"))
+def _deeplift_jit(forward, inputs, args, baselines, target, *, multiply_by_inputs,
+                  return_convergence_delta):
+    _check_inputs(inputs, jnp.ones(inputs.shape[:2], bool))
+    reference = _baseline_like(baselines, inputs)
+    target = _resolve_target(forward, inputs, args, target)
+    attributions = _deeplift_attributions(forward, inputs, args, reference, target,
+                                          multiply_by_inputs=multiply_by_inputs)
+    delta = (_delta(forward, inputs, args, reference, target, attributions)
+             if return_convergence_delta else None)
+    return attributions, delta
+
+
+@partial(jax.jit, static_argnames=("forward", "multiply_by_inputs", "return_convergence_delta"))
+def _deeplift_shap_jit(forward, inputs, args, baselines, target, *, multiply_by_inputs,
+                       return_convergence_delta):
+    _check_inputs(inputs, jnp.ones(inputs.shape[:2], bool))
+    _check_references(baselines, inputs)
+    target = _resolve_target(forward, inputs, args, target)
+    return _deeplift_shap_attributions(forward, inputs, args, baselines, target,
+                                       multiply_by_inputs=multiply_by_inputs,
+                                       return_convergence_delta=return_convergence_delta)
 
 
 class Saliency:
@@ -184,4 +217,75 @@ class IntegratedGradients:
             multiply_by_inputs=self.multiplies_by_inputs,
             return_convergence_delta=bool(return_convergence_delta),
         )
+        return (attributions, delta) if return_convergence_delta else attributions
+
+
+class _AbstractDeepLift:
+    """What Captum's ``DeepLift`` and ``DeepLiftShap`` are built from.
+
+    Args:
+      model: ``model(inputs, *additional_forward_args) -> (B, C)``, rows independent; the
+        nonlinearities that get the rescale rule are those it applies through
+        :func:`baselines.rescale` (Captum's ``eps`` is that function's argument).
+      multiply_by_inputs: multiply the multipliers by ``inputs - baselines``.
+    """
+
+    def __init__(self, model: Callable[..., jax.Array], multiply_by_inputs: bool = True) -> None:
+        _check_forward(model)
+        self.model = model
+        self.multiplies_by_inputs = bool(multiply_by_inputs)
+
+
+class DeepLift(_AbstractDeepLift):
+    """Captum-like ``DeepLift`` (rescale rule; see :func:`baselines.deeplift`)."""
+
+    def attribute(
+        self,
+        inputs: ArrayLike,
+        baselines: ArrayLike | float | None = None,
+        target: ArrayLike | int | None = None,
+        additional_forward_args: Any = None,
+        return_convergence_delta: bool = False,
+    ) -> jax.Array | tuple[jax.Array, jax.Array]:
+        """DeepLift attributions shaped like ``inputs`` (with the ``(B,)`` delta if asked).
+
+        Args:
+          inputs: ``(B, T, E)`` attribution point.
+          baselines: ``None`` (zeros), a scalar or an array broadcastable to ``inputs``.
+          target: output index per example ``(B,)`` or scalar; ``None`` = predicted.
+          additional_forward_args: extra argument(s) of ``model``, each with a batch axis
+            (they are repeated for the references, as Captum does).
+          return_convergence_delta: also return ``sum(attr) - (f(x) - f(x'))``.
+        """
+        inputs = jnp.asarray(inputs)
+        attributions, delta = _deeplift_jit(
+            self.model, inputs, _format_args(additional_forward_args),
+            None if baselines is None else jnp.asarray(baselines), target,
+            multiply_by_inputs=self.multiplies_by_inputs,
+            return_convergence_delta=bool(return_convergence_delta))
+        return (attributions, delta) if return_convergence_delta else attributions
+
+
+class DeepLiftShap(_AbstractDeepLift):
+    """Captum-like ``DeepLiftShap`` (see :func:`baselines.deeplift_shap`)."""
+
+    def attribute(
+        self,
+        inputs: ArrayLike,
+        baselines: ArrayLike,
+        target: ArrayLike | int | None = None,
+        additional_forward_args: Any = None,
+        return_convergence_delta: bool = False,
+    ) -> jax.Array | tuple[jax.Array, jax.Array]:
+        """Mean DeepLift attributions over the ``(R, T, E)`` references (R >= 2).
+
+        With ``return_convergence_delta`` also the ``(B,)`` delta, the mean over the
+        references (Captum returns the ``B * R`` per-pair deltas).
+        """
+        inputs = jnp.asarray(inputs)
+        attributions, delta = _deeplift_shap_jit(
+            self.model, inputs, _format_args(additional_forward_args),
+            jnp.asarray(baselines, inputs.dtype), target,
+            multiply_by_inputs=self.multiplies_by_inputs,
+            return_convergence_delta=bool(return_convergence_delta))
         return (attributions, delta) if return_convergence_delta else attributions

@@ -82,7 +82,8 @@ def attribution_inputs(
 
     Returns:
       :class:`AttributionInputs`; ``f`` runs the model in eval mode without attention
-      outputs and returns its logits ``(B, C)``.
+      outputs and returns its logits ``(B, C)``; it also takes ``k * B`` rows, the batch
+      stacked k times (the segment ids repeat), as :func:`baselines.deeplift` needs.
 
     Raises:
       ValueError: unknown ``point`` (shape errors come from the model).
@@ -99,9 +100,18 @@ def attribution_inputs(
     x = _embed(graphdef, params, input_ids, mask, token_type_ids, point)
     feed = "inputs_embeds" if point == "word_embeddings" else "embedding_output"
 
+    segments = None if token_type_ids is None else jnp.asarray(token_type_ids)
+
     def f(z: jax.Array, m: jax.Array) -> jax.Array:
+        types = segments
+        if types is not None and z.shape[0] != types.shape[0]:
+            # k copies of the batch stacked on axis 0 (DeepLift's [x; x'] rows)
+            if z.shape[0] % types.shape[0]:
+                raise ValueError(f"f takes the batch's {types.shape[0]} rows or a multiple "
+                                 f"of them (their segment ids repeat); got {z.shape[0]}")
+            types = jnp.tile(types, (z.shape[0] // types.shape[0], 1))
         out = functional.apply(
-            graphdef, params, attention_mask=m, token_type_ids=token_type_ids,
+            graphdef, params, attention_mask=m, token_type_ids=types,
             attention="none", **{feed: z},
         )
         return out.logits

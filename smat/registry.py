@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
 
 import baselines
 from smat.models import functional
@@ -54,6 +55,23 @@ def _integrated_gradients(graphdef, params, input_ids, attention_mask, token_typ
     f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
     return baselines.integrated_gradients(f, x, mask, target=target, n_steps=ig_steps,
                                           method=ig_method).saliency.scores
+
+
+def _deeplift(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+              ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    return baselines.deeplift(f, x, mask, target=target).saliency.scores
+
+
+def _deeplift_shap(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
+                   ig_steps, ig_method, seed, row_ids):
+    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+    pad_id = nnx.merge(graphdef, params).encoder.config.pad_token_id
+    pad = baselines.token_baseline(graphdef, params, input_ids=input_ids[:1],
+                                   attention_mask=attention_mask[:1], token_id=pad_id)
+    references = jnp.concatenate([jnp.zeros_like(pad), pad])  # (2, T, E): zero and PAD
+    return baselines.deeplift_shap(f, x, mask, baselines=references,
+                                   target=target).saliency.scores
 
 
 def _feature_ablation(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
@@ -203,6 +221,17 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                   teacher_temperature=0.5,
                   summary="integrated gradients from a zero baseline, summed over the "
                           "embedding (Captum IntegratedGradients)"),
+    # From a zero baseline on smat's encoders DeepLift equals input x gradient, so a student
+    # sees it at input x gradient's temperature.
+    ExplainerSpec(name="deeplift", scores=_deeplift, needs_gradients=True, signed=True,
+                  student_beta=0.2, teacher_temperature=0.1,
+                  summary="DeepLift (rescale rule) from a zero baseline, summed over the "
+                          "embedding; on smat's encoders no unit gets the rule, as in Captum "
+                          "on BERT (Captum DeepLift)"),
+    ExplainerSpec(name="deeplift_shap", scores=_deeplift_shap, needs_gradients=True,
+                  signed=True, student_beta=0.2, teacher_temperature=0.1,
+                  summary="DeepLift averaged over two references, zero and PAD embeddings, "
+                          "summed over the embedding (Captum DeepLiftShap)"),
     ExplainerSpec(name="smoothgrad", scores=_smoothgrad, needs_gradients=True,
                   student_beta=0.2,
                   batch_independent=True,

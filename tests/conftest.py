@@ -2,6 +2,7 @@
 home folder, a guard against tests that leak JAX's global configuration, and the tiny
 checkpoint / CSV data / trained teacher used by the command-line tests."""
 
+import json
 import os
 import shutil
 import tempfile
@@ -129,3 +130,23 @@ def tiny_teacher(tiny_teacher_args, tmp_path_factory):
     folder = tmp_path_factory.mktemp("teacher")
     assert main(["train-teacher", *tiny_teacher_args, "--output-dir", str(folder)]) == 0
     return folder
+
+
+@pytest.fixture
+def eraser_dir(tmp_path):
+    """A two-review ERASER-format folder (test.jsonl + docs/) with rationale spans."""
+    docs = {"neg1.txt": "a dull film . boring and slow , truly awful acting",
+            "pos1.txt": "a great film . wonderful and moving , truly great acting"}
+    (tmp_path / "docs").mkdir()
+    for docid, text in docs.items():
+        (tmp_path / "docs" / docid).write_text(text)
+
+    def record(docid, label, start, end):
+        words = docs[docid].split()
+        return {"annotation_id": docid, "classification": label, "query": "",
+                "evidences": [[{"docid": docid, "start_token": start, "end_token": end,
+                                "text": " ".join(words[start:end])}]]}
+
+    rows = [record("neg1.txt", "NEG", 1, 2), record("pos1.txt", "POS", 4, 7)]
+    (tmp_path / "test.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return tmp_path

@@ -310,3 +310,86 @@ def test_real_ig_completeness(real, baseline_kind):
     gap = (real.f(real.x, real.mask) - real.f(base, real.mask))[np.arange(len(target)), target]
     rel = np.abs(np.asarray(ours.delta)) / np.abs(np.asarray(gap))
     assert float(rel.max()) <= 1e-3, rel
+
+
+class _TorchClassifier(torch.nn.Module):
+    """The real model as one torch module: Captum's DeepLift hooks a module's children."""
+
+    def __init__(self, real):
+        super().__init__()
+        self.hf, self.head = real.hf, real.head
+
+    def forward(self, x, mask):
+        hidden = self.hf(inputs_embeds=x, attention_mask=mask).last_hidden_state
+        m = mask.to(hidden.dtype).unsqueeze(-1)
+        return self.head((hidden * m).sum(1) / m.sum(1).clamp(min=1))
+
+
+@pytest.mark.filterwarnings("ignore:Setting forward, backward hooks:UserWarning")
+def test_real_deeplift_and_deeplift_shap(real):
+    """BERT has no module of Captum's nonlinear list on this path (GELU is HF's own module,
+    softmax is functional), so neither side applies the rescale rule anywhere."""
+    target = real.targets("given")
+    model = _TorchClassifier(real)
+    pad = np.array(real.pad)
+    theirs, their_delta = captum_attr.DeepLift(model).attribute(
+        real.tx.clone().requires_grad_(), baselines=torch.from_numpy(pad),
+        target=torch.from_numpy(target), additional_forward_args=(real.tmask,),
+        return_convergence_delta=True)
+    ours = jax.jit(partial(baselines.deeplift, real.f, return_convergence_delta=True))(
+        real.x, real.mask, baselines=pad, target=target)
+    assert rel_err(ours.attributions, theirs.detach().numpy()) <= TOL
+    scale = float(jnp.max(jnp.abs(real.f(real.x, real.mask) - real.f(pad, real.mask))))
+    assert np.max(np.abs(np.asarray(ours.delta) - their_delta.numpy())) <= TOL * scale
+
+    rng = np.random.default_rng(3)
+    references = np.stack([np.zeros_like(pad[0]), pad[0],
+                           0.05 * rng.normal(size=pad[0].shape).astype(np.float32)])
+    theirs = captum_attr.DeepLiftShap(model).attribute(
+        real.tx.clone().requires_grad_(), baselines=torch.from_numpy(references),
+        target=torch.from_numpy(target), additional_forward_args=(real.tmask,))
+    ours = jax.jit(partial(baselines.deeplift_shap, real.f))(
+        real.x, real.mask, baselines=references, target=target)
+    assert rel_err(ours.attributions, theirs.detach().numpy()) <= TOL
+
+
+def test_real_feature_ablation_and_occlusion(real):
+    target = real.targets("given")
+    steps = real.x.shape[1]
+    feature_mask = torch.arange(steps)[None, :, None].expand(1, steps, real.x.shape[2])
+    theirs = captum_attr.FeatureAblation(real.torch_forward).attribute(
+        real.tx, target=torch.from_numpy(target), feature_mask=feature_mask,
+        additional_forward_args=(real.tmask,), perturbations_per_eval=4)
+    ours = baselines.feature_ablation(real.f, real.x, real.mask, target=target, chunk_size=4)
+    assert rel_err(ours.attributions, theirs.numpy()) <= TOL
+    theirs = captum_attr.Occlusion(real.torch_forward).attribute(
+        real.tx, sliding_window_shapes=(3, real.x.shape[2]), strides=(1, real.x.shape[2]),
+        target=torch.from_numpy(target), additional_forward_args=(real.tmask,))
+    ours = baselines.occlusion(real.f, real.x, real.mask, window=3, stride=1, target=target)
+    assert rel_err(ours.attributions, theirs.numpy()) <= TOL
+
+
+def test_real_gradient_shap_given_captums_draws(real):
+    """stdevs = 0 and Captum's own numpy draws of baselines and alphas (example-major)."""
+    target = real.targets("given")
+    samples, pad = 4, np.array(real.pad)
+    distribution = np.stack([np.zeros_like(pad[0]), pad[0]])
+    state = np.random.get_state()  # noqa: NPY002
+    try:
+        np.random.seed(11)  # noqa: NPY002
+        theirs = captum_attr.GradientShap(real.torch_forward).attribute(
+            real.tx.clone().requires_grad_(), baselines=torch.from_numpy(distribution),
+            n_samples=samples, stdevs=0.0, target=torch.from_numpy(target),
+            additional_forward_args=(real.tmask,))
+        np.random.seed(11)  # noqa: NPY002
+        batch = len(target)
+        indices = np.random.choice(2, samples * batch).reshape(batch, samples).T  # noqa: NPY002
+        alphas = np.random.uniform(0.0, 1.0, batch * samples).astype(  # noqa: NPY002
+            np.float32).reshape(batch, samples).T
+    finally:
+        np.random.set_state(state)  # noqa: NPY002
+    ours = baselines.gradient_shap(real.f, real.x, real.mask, baselines=distribution,
+                                   n_samples=samples, target=target,
+                                   draws=(indices, alphas,
+                                          np.zeros((samples, *real.x.shape), np.float32)))
+    assert rel_err(ours.attributions, theirs.detach().numpy()) <= TOL

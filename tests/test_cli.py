@@ -177,7 +177,7 @@ def test_cli_reports_bad_input_cleanly(tmp_path, capsys):
                  "--num-examples", "10"]) == 2
     assert "is not a finished teacher run" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["train-student", "--teacher", str(tmp_path), "--explainer", "deeplift",
+        main(["train-student", "--teacher", str(tmp_path), "--explainer", "taylor",
               "--num-examples", "10"])
 
 

@@ -15,6 +15,7 @@ from smat.jobs.reports import (
     _predict_proba,
     agreement_report,
     faithfulness_report,
+    head_plausibility,
     held_out_split,
     markdown_table,
     plausibility_report,
@@ -85,25 +86,6 @@ def test_agreement_over_identical_seeds_equals_one_seed(trained):
         agreement_report([trained], data, names, metrics=["cosine"])
 
 
-@pytest.fixture
-def eraser_dir(tmp_path):
-    docs = {"neg1.txt": "a dull film . boring and slow , truly awful acting",
-            "pos1.txt": "a great film . wonderful and moving , truly great acting"}
-    (tmp_path / "docs").mkdir()
-    for docid, text in docs.items():
-        (tmp_path / "docs" / docid).write_text(text)
-
-    def record(docid, label, start, end):
-        words = docs[docid].split()
-        return {"annotation_id": docid, "classification": label, "query": "",
-                "evidences": [[{"docid": docid, "start_token": start, "end_token": end,
-                                "text": " ".join(words[start:end])}]]}
-
-    rows = [record("neg1.txt", "NEG", 1, 2), record("pos1.txt", "POS", 4, 7)]
-    (tmp_path / "test.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return tmp_path
-
-
 def test_plausibility_scores_words_and_counts_what_truncation_cuts(trained, eraser_dir):
     rationales = load_eraser(eraser_dir, split="test")
     report = plausibility_report(trained, rationales, ["gradient", "random"])
@@ -144,3 +126,17 @@ def test_commands_write_json_and_markdown(tiny_teacher, eraser_dir, tmp_path, ca
 def test_markdown_table_rejects_unknown_kind():
     with pytest.raises(ValueError, match="unknown report kind"):
         markdown_table("roar", {})
+
+
+def test_head_plausibility_layer_oracle_equals_the_layer_mean_explainer(trained, eraser_dir):
+    rationales = load_eraser(eraser_dir, split="test")
+    oracle = head_plausibility(trained, rationales)
+    report = plausibility_report(trained, rationales, ["attention_last"])
+    encoder = trained.model.encoder.config
+    heads = np.asarray(oracle["head_auc"])
+    assert heads.shape == (encoder.num_layers, encoder.num_heads)
+    # the last layer's head mean is the static last-layer explainer
+    assert oracle["layer_auc"][-1] == pytest.approx(
+        report["explainers"]["attention_last"]["roc_auc"], abs=1e-6)
+    assert oracle["best_head_auc"] == heads.max() == heads[tuple(oracle["best_head"])]
+    assert oracle["best_layer_auc"] == max(oracle["layer_auc"])

@@ -183,6 +183,6 @@ def test_config_and_command_line():
     parallel = roar_cli.roar_configs(parser.parse_args(["roar", "--parallel-seeds"]))[2]
     assert parallel == with_loop(preset, parallel_seeds=True)
     with pytest.raises(SystemExit):  # argparse rejects a name outside the registry
-        parser.parse_args(["roar", "--explainers", "deeplift"])
+        parser.parse_args(["roar", "--explainers", "taylor"])
 
 

@@ -85,8 +85,8 @@ def test_static_teacher_scores_reach_the_step_at_the_teachers_temperature(
 
 
 def test_unknown_setting_and_missing_cache(teacher, tmp_path):
-    with pytest.raises(ValueError, match="explainer='deeplift'"):
-        StudentTrainConfig(explainer="deeplift")
+    with pytest.raises(ValueError, match="explainer='taylor'"):
+        StudentTrainConfig(explainer="taylor")
     assert StudentTrainConfig(explainer="gradient").resolved_beta == DEFAULT_BETA["gradient"]
     rows = _rows(teacher, "none", 32, 0)
     with pytest.raises(ValueError, match="needs cached teacher attention features"):

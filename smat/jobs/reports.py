@@ -18,12 +18,14 @@ Every report is a JSON-able dict; :func:`markdown_table` renders one as the READ
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import Partial
 
@@ -56,6 +58,7 @@ from smat.evaluation.statistics import bootstrap_ci, holm_bonferroni, wilcoxon_g
 from smat.jobs.explain import ExplainConfig, explain_data
 from smat.jobs.runs import DataConfig, load_examples, protocol_data
 from smat.models import functional
+from smat.models.inference import map_batches
 from smat.store import model_store
 
 __all__ = [
@@ -64,6 +67,7 @@ __all__ = [
     "PlausibilityConfig",
     "agreement_report",
     "faithfulness_report",
+    "head_plausibility",
     "held_out_split",
     "markdown_table",
     "plausibility_report",
@@ -331,6 +335,40 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
     Raises:
       ValueError: the rationales do not annotate their first text segment.
     """
+    words = _rationale_words(trained, rationales, max_len=max_len)
+    explained = explain_data(trained, words.encoded, explainers, ig_steps=ig_steps,
+                             batch_size=batch_size)
+    k = top_k if top_k is not None else max(1, round(float(words.gold.sum(1).mean())))
+    report: dict[str, Any] = {}
+    for name, scores in explained.scores.items():
+        word_scores, _ = word_level_scores(scores, words.word_ids, num_words=words.num_words)
+        auc = roc_auc(word_scores, words.gold, words.present)
+        report[name] = {
+            "roc_auc": float(auc.mean()), "num_excluded_auc": int(auc.num_excluded()),
+            "average_precision": float(
+                average_precision(word_scores, words.gold, words.present).mean()),
+            "token_f1": float(token_f1(word_scores, words.gold, words.present, k=k).macro_f1),
+            "iou_f1": float(iou_f1(word_scores, words.gold, words.present, k=k).macro_f1)}
+    return {"explainers": report, "top_k": k, "num_examples": len(rationales),
+            "max_len": words.max_len, "words_scored": int(words.present.sum()),
+            "rationale_words": words.total, "rationale_words_cut": words.cut}
+
+
+class _RationaleWords(NamedTuple):
+    encoded: Encoded  # the tokenized texts
+    word_ids: np.ndarray  # (N, T) word index of each token, -1 for special / padding
+    num_words: int
+    gold: np.ndarray  # (N, W) bool rationale words within max_len
+    present: np.ndarray  # (N, W) bool word slots with a token within max_len
+    total: int  # rationale words in the data
+    cut: int  # rationale words past max_len
+    max_len: int
+
+
+def _rationale_words(trained: model_store.TrainedModel, rationales: RationaleDataset, *,
+                     max_len: int | None) -> _RationaleWords:
+    """Tokenize rationale data and align its word masks to the tokens (warns about cut
+    rationale words)."""
     if rationales.word_masks is None:
         raise ValueError("the rationale data set has no word masks on its first text segment")
     max_len = max_len or trained.info["max_len"]
@@ -340,29 +378,77 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
     num_words = int(word_ids.max()) + 1
     total = sum(int(m.sum()) for m in rationales.word_masks)
     gold = pad_word_masks([m[:num_words] for m in rationales.word_masks], num_words=num_words)
-    explained = explain_data(trained, encoded, explainers, ig_steps=ig_steps,
-                             batch_size=batch_size)
-    present = np.zeros(gold.shape, bool)  # word slots that have a token within max_len
+    present = np.zeros(gold.shape, bool)
     rows, cols = np.nonzero(word_ids >= 0)
     present[rows, word_ids[rows, cols]] = True
     gold = gold & present
-    cut = total - int(gold.sum())  # rationale words past the truncation point
+    cut = total - int(gold.sum())
     if cut:
         warnings.warn(f"{cut} of {total} rationale words lie beyond max_len={max_len} tokens "
-                      "and are not scored; raise max_len to score them", stacklevel=2)
-    k = top_k if top_k is not None else max(1, round(float(gold.sum(1).mean())))
-    report: dict[str, Any] = {}
-    for name, scores in explained.scores.items():
-        words, _ = word_level_scores(scores, word_ids, num_words=num_words)
-        auc = roc_auc(words, gold, present)
-        report[name] = {
-            "roc_auc": float(auc.mean()), "num_excluded_auc": int(auc.num_excluded()),
-            "average_precision": float(average_precision(words, gold, present).mean()),
-            "token_f1": float(token_f1(words, gold, present, k=k).macro_f1),
-            "iou_f1": float(iou_f1(words, gold, present, k=k).macro_f1)}
-    return {"explainers": report, "top_k": k, "num_examples": len(rationales),
-            "max_len": max_len, "words_scored": int(present.sum()),
-            "rationale_words": total, "rationale_words_cut": cut}
+                      "and are not scored; raise max_len to score them", stacklevel=3)
+    return _RationaleWords(encoded, word_ids, num_words, gold, present, total, cut, max_len)
+
+
+def head_plausibility(trained: model_store.TrainedModel, rationales: RationaleDataset, *,
+                      max_len: int | None = None, batch_size: int = 8) -> dict[str, Any]:
+    """Word-level ROC-AUC of every single attention head and of every layer's head mean.
+
+    The oracles of the SMaT paper's Table 2 ("Attn. (best layer)*" and "Attn. (best
+    head)*"): each head's query-pooled attention logits (Eq. 11 with a one-hot lambda), and
+    each layer's mean over heads (the static last-layer explainer, at every layer), scored
+    against the human rationales exactly as :func:`plausibility_report` scores an
+    explainer. They use the human labels to pick the layer / head, so they are upper
+    references, not explainers.
+
+    Args:
+      trained: a model whose tokenizer fits the rationale data.
+      rationales: texts with word-level rationale masks (``smat.data.load_eraser``).
+      max_len: token length (default: the model's).
+      batch_size: rows per forward pass.
+
+    Returns:
+      ``{"head_auc": (L, H) list, "layer_auc": (L,) list, "best_head": [l, h],
+      "best_head_auc", "best_layer", "best_layer_auc", "num_examples"}``.
+
+    Raises:
+      ValueError: the rationales do not annotate their first text segment.
+    """
+    words = _rationale_words(trained, rationales, max_len=max_len)
+    graphdef, params = functional.split(trained.model)
+    encoder = trained.model.encoder.config
+    num_layers, num_heads = encoder.num_layers, encoder.num_heads
+
+    def pooled_rows(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
+        pooled = _pooled_logits(graphdef, params, batch.input_ids, batch.attention_mask,
+                                batch.token_type_ids)  # (L, B, H, T)
+        return {"pooled": jnp.moveaxis(pooled, 1, 0).reshape(pooled.shape[1], -1,
+                                                             pooled.shape[-1])}
+
+    pooled = map_batches(pooled_rows, words.encoded, batch_size=batch_size,
+                         per_token=("pooled",))["pooled"]  # (N, L * H, T)
+    pooled = pooled.reshape(len(pooled), num_layers, num_heads, -1)
+
+    def auc_of(scores: np.ndarray) -> float:
+        word_scores, _ = word_level_scores(np.where(words.encoded.attention_mask != 0,
+                                                    scores, 0.0).astype(np.float32),
+                                           words.word_ids, num_words=words.num_words)
+        return float(roc_auc(word_scores, words.gold, words.present).mean())
+
+    head_auc = np.array([[auc_of(pooled[:, layer, head]) for head in range(num_heads)]
+                         for layer in range(num_layers)])
+    layer_auc = np.array([auc_of(pooled[:, layer].mean(1)) for layer in range(num_layers)])
+    best_head = np.unravel_index(int(np.argmax(head_auc)), head_auc.shape)
+    return {"head_auc": head_auc.tolist(), "layer_auc": layer_auc.tolist(),
+            "best_head": [int(i) for i in best_head], "best_head_auc": float(head_auc.max()),
+            "best_layer": int(np.argmax(layer_auc)), "best_layer_auc": float(layer_auc.max()),
+            "num_examples": len(rationales)}
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef",))
+def _pooled_logits(graphdef, params, input_ids, attention_mask, token_type_ids) -> jax.Array:
+    out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids, attention="pooled")
+    return out.encoder.pooled_attention_logits
 
 
 def _format_p(p: float) -> str:

@@ -62,6 +62,8 @@ class DataConfig:
       student_validation_size: rows of the student's validation part (early stopping).
       student_test_size: rows of the student's test part (simulability; also the teacher's
         test split).
+      html_line_breaks_as_spaces: replace "<br /><br />" by a space in every text, as the
+        SMaT authors' IMDB loader does (IMDB reviews keep HTML line breaks).
     """
 
     source: str = "movie-snippets"
@@ -75,6 +77,7 @@ class DataConfig:
     teacher_fraction: float = 0.5
     student_validation_size: int = 500
     student_test_size: int = 1000
+    html_line_breaks_as_spaces: bool = False
 
     def __post_init__(self) -> None:
         if self.max_len < 2:
@@ -99,10 +102,15 @@ class ProtocolData(NamedTuple):
 def load_examples(config: DataConfig) -> TextDataset:
     """The raw examples of `config.source` (a built-in corpus, local files or a Hub id)."""
     if config.source == "movie-snippets":
-        return load_corpus(config.source, task=config.task)
-    return load_dataset(config.source, split=config.split, text_column=config.text_column,
-                        text_pair_column=config.text_pair_column,
-                        label_column=config.label_column, task=config.task)
+        dataset = load_corpus(config.source, task=config.task)
+    else:
+        dataset = load_dataset(config.source, split=config.split, text_column=config.text_column,
+                               text_pair_column=config.text_pair_column,
+                               label_column=config.label_column, task=config.task)
+    if config.html_line_breaks_as_spaces:
+        dataset = dataclasses.replace(dataset, texts=tuple(
+            text.replace("<br /><br />", " ") for text in dataset.texts))
+    return dataset
 
 
 def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,

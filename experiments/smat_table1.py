@@ -1,0 +1,274 @@
+"""Table 1 and Figure 5 of the SMaT paper: simulability across student sizes, 7 settings.
+
+Fernandes et al, "Learning to Scaffold: Optimizing Model Explanations for Teaching", 2022,
+**Table 1** (IMDB, ELECTRA-small): students trained on 500 / 1,000 / 2,000 examples with no
+explainer, Gradient L2, Gradient x Input, Integrated Gradients, static attention (all
+layers, last layer) and SMaT; 5 seeds; ``median [q25:q75]`` of test simulability, ``*``
+where the IQR lies above the no-explainer baseline's (the paper underlines). **Figure 5**:
+the learned head coefficients of the median SMaT student, as a layer x head heatmap.
+
+Three variants (``get_config``):
+
+- ``paper`` (for a GPU): the paper's design on IMDB. The teacher trains on half of
+  ``--data-dir``'s IMDB test split (10% of that half for its early stopping; the train
+  split is not in ``../shared/data``), the student pool, validation (1,250) and test
+  (2,500) are carved from the other half; max length 256, the authors' student settings
+  (DESIGN 4: SGD 5e-3, patience 10, batch 32, meta update every step) and IG with 10 steps
+  as in the paper's appendix. The encoder is all-MiniLM-L6-v2 (6 x 12 heads), not
+  ELECTRA-small (12 x 4), which is not available offline.
+- ``cpu`` (2 CPU cores, about an hour with a teacher already trained): the offline
+  movie-snippets corpus (10,568 sentences, max length 64), the README's teacher, student
+  sizes 64 / 128 / 256 (an eighth of the paper's), 3 seeds trained as one vmapped
+  program, batch 16, at most 4 epochs with patience 2, SGD 0.05 (the reference 5e-3
+  barely moves a student in 4 epochs), the meta update every step as in the paper, IG
+  with 10 steps. One student step of 3 seeds takes about 3.5 s here (1.2 s per seed),
+  so the paper's sizes and epoch counts would take days on this machine.
+- ``smoke``: the cpu layout shrunk to 2 sizes, 2 seeds and 1 epoch, for the tests.
+
+Commands (resumable: a killed run restarts at the first unfinished student):
+
+    python experiments/smat_table1.py --variant cpu --output-dir runs/smat_table1_cpu
+    python experiments/smat_table1.py --variant paper --data-dir ../shared/data/imdb_maas \\
+        --output-dir runs/smat_table1_paper
+    python experiments/smat_table1.py --variant smoke --output-dir runs/smat_table1_smoke
+
+``--teacher DIR`` reuses a finished `smat train-teacher` run instead of training one under
+``OUTPUT_DIR/teacher``. Writes ``config.json``, ``table.md`` (measured and paper tables),
+``results.json`` (every student record), ``simulability.png`` and ``head_weights.png``
+(Figure 5) into the output folder.
+
+Measured runtime (2 CPU cores, nothing else running unless stated): see README, "Reproducing
+the paper".
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from smat.evaluation.simulability import plot_simulability, simulability_table
+from smat.jobs.grid import run_grid
+from smat.jobs.runs import DataConfig, run_teacher
+from smat.store.render import plot_head_weights
+from smat.store.run_log import write_json_atomic
+from smat.training.loop import LoopConfig
+from smat.training.scaffold import ScaffoldConfig
+from smat.training.student import StudentTrainConfig
+from smat.training.teacher import TeacherTrainConfig
+
+SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
+            "attention_last", "smat")
+
+# Table 1 of the paper (IMDB, accuracy %), median [q25:q75] at 500 / 1,000 / 2,000.
+PAPER_TABLE1 = {
+    "none": ("81.72 [81.24:81.75]", "83.44 [83.36:83.63]", "84.84 [84.80:84.88]"),
+    "gradient": ("81.66 [81.32:82.00]", "82.98 [82.72:83.08]", "84.78 [84.96:85.08]"),
+    "input_x_gradient": ("84.83 [84.79:84.88]", "81.15 [80.95:81.36]", "83.84 [83.59:84.99]"),
+    "integrated_gradients": ("82.99 [82.59:82.99]", "81.79 [81.72:81.87]",
+                             "84.20 [84.03:85.03]"),
+    "attention_all": ("83.00 [82.60:83.00]", "85.72 [85.72:86.23]", "90.08 [89.72:90.11]"),
+    "attention_last": ("80.91 [79.99:81.07]", "83.15 [82.91:83.51]", "91.47 [91.39:91.56]"),
+    "smat": ("91.48 [91.40:91.56]", "92.56 [92.28:92.83]", "92.84 [92.84:93.08]"),
+}
+
+# The README's teacher on the offline corpus (few steps: short warmup, higher peak rate).
+CPU_TEACHER = TeacherTrainConfig(learning_rate=1e-4, warmup_steps=30, schedule="linear_decay",
+                                 loop=LoopConfig(max_epochs=2, evals_per_epoch=2, patience=2))
+# Students scaled to 2 cores: a few epochs, so a larger SGD rate than the reference 5e-3.
+CPU_STUDENT = StudentTrainConfig(
+    inner_learning_rate=0.05, ig_steps=10,
+    loop=LoopConfig(batch_size=16, max_epochs=4, patience=2, parallel_seeds=True))
+
+
+def get_config(variant: str, *, data_dir: str | None = None) -> dict[str, Any]:
+    """The teacher, data and student grid of one variant ("paper", "cpu" or "smoke").
+
+    Raises:
+      ValueError: an unknown variant, or "paper" without `data_dir`.
+    """
+    if variant == "paper":
+        if data_dir is None:
+            raise ValueError("the paper variant reads IMDB: pass --data-dir "
+                             "(a folder holding test.jsonl.gz, e.g. ../shared/data/imdb_maas)")
+        return {"data": DataConfig(source=str(Path(data_dir) / "test.jsonl.gz"), max_len=256,
+                                   student_validation_size=1250, student_test_size=2500,
+                                   html_line_breaks_as_spaces=True),
+                # the authors' teacher: batch 16, patience 5 and no epoch cap
+                "teacher": TeacherTrainConfig(
+                    loop=LoopConfig(batch_size=16, max_epochs=100, patience=5)),
+                "sizes": [500, 1000, 2000], "seeds": [0, 1, 2, 3, 4],
+                "explainers": list(SETTINGS),
+                "student": StudentTrainConfig(ig_steps=10,
+                                              loop=LoopConfig(max_epochs=100, patience=10,
+                                                              parallel_seeds=True))}
+    if variant == "cpu":
+        return {"data": DataConfig(), "teacher": CPU_TEACHER, "sizes": [64, 128, 256],
+                "seeds": [0, 1, 2], "explainers": list(SETTINGS), "student": CPU_STUDENT}
+    if variant == "smoke":
+        # A small teacher part (5% of the corpus) so the teacher trains in a few steps.
+        return {"data": DataConfig(teacher_fraction=0.05, student_validation_size=64,
+                                   student_test_size=64),
+                "teacher": TeacherTrainConfig(
+                    learning_rate=1e-4, warmup_steps=2, schedule="linear_decay",
+                    loop=LoopConfig(max_epochs=1, patience=1, batch_size=32)),
+                "sizes": [32, 64], "seeds": [0, 1], "explainers": list(SETTINGS),
+                "student": dataclasses.replace(CPU_STUDENT, loop=dataclasses.replace(
+                    CPU_STUDENT.loop, max_epochs=1, patience=1))}
+    raise ValueError(f"unknown variant {variant!r}; choose from 'paper', 'cpu', 'smoke'")
+
+
+def median_record(records: Sequence[Mapping[str, Any]], *, explainer: str,
+                  num_examples: int) -> Mapping[str, Any]:
+    """The record of the median seed of one cell (the lower middle for an even count)."""
+    cell = sorted((r for r in records
+                   if r["explainer"] == explainer and r["num_examples"] == num_examples),
+                  key=lambda r: (r["test"]["accuracy"], r["seed"]))
+    if not cell:
+        raise ValueError(f"no {explainer!r} students at n={num_examples}")
+    return cell[(len(cell) - 1) // 2]
+
+
+def smat_diagnostics(records: Sequence[Mapping[str, Any]], students_dir: Path,
+                     *, outer_clip_norm: float) -> list[dict[str, Any]]:
+    """Per SMaT student: did its head coefficients move, was the outer gradient alive
+    (neither vanishing nor always clipped), and did it stop before the end (issue 18)?
+
+    Reads each student's ``result.json`` record and its metrics log (one line per
+    evaluation, each the mean over the steps since the previous one).
+    """
+    rows = []
+    for record in records:
+        if record["explainer"] != "smat":
+            continue
+        folder = students_dir / f"n{record['num_examples']}" / "smat" / f"seed{record['seed']}"
+        log = [json.loads(line) for line in
+               (folder / "checkpoints" / "metrics.jsonl").read_text().splitlines()]
+        weights = np.asarray(record["head_weights"])
+        outer = np.array([entry["outer_grad_norm"] for entry in log])
+        rows.append({
+            "num_examples": record["num_examples"], "seed": record["seed"],
+            "test_accuracy": record["test"]["accuracy"],
+            "steps": record["steps"], "best_step": record["best_step"],
+            "head_l1_from_uniform": float(np.abs(weights - 1.0 / weights.size).sum()),
+            "nonzero_heads": int((weights > 0).sum()), "num_heads": int(weights.size),
+            "max_head_weight": float(weights.max()),
+            "outer_grad_norm_mean": float(outer.mean()),
+            "outer_grad_norm_max": float(outer.max()),
+            "evaluations_with_mean_outer_norm_above_clip": int((outer > outer_clip_norm).sum()),
+            "kl_first": log[0]["kl"], "kl_last": log[-1]["kl"],
+            "sim_loss_first": log[0]["sim_loss"], "sim_loss_last": log[-1]["sim_loss"]})
+    return rows
+
+
+def diagnostics_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown table of :func:`smat_diagnostics`."""
+    lines = ["| n | seed | test acc | steps (best) | non-zero heads | max lambda | "
+             "L1 from uniform | outer grad norm mean / max | KL first -> last |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['num_examples']} | {r['seed']} | {100 * r['test_accuracy']:.1f} | "
+              f"{r['steps']} ({r['best_step']}) | {r['nonzero_heads']}/{r['num_heads']} | "
+              f"{r['max_head_weight']:.3f} | {r['head_l1_from_uniform']:.3f} | "
+              f"{r['outer_grad_norm_mean']:.3g} / {r['outer_grad_norm_max']:.3g} | "
+              f"{r['kl_first']:.3f} -> {r['kl_last']:.3f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def paper_table() -> str:
+    """The paper's Table 1 in the layout of :func:`simulability_table`."""
+    lines = ["| explainer | n=500 | n=1000 | n=2000 |", "|---|---|---|---|"]
+    lines += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in PAPER_TABLE1.items()]
+    return "\n".join(lines)
+
+
+def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
+        teacher_dir: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """Train (or reuse) the teacher and every student of the grid; write the table and
+    figures. Returns the summary written to ``results.json``."""
+    config = get_config(variant, data_dir=data_dir)
+    output_dir = Path(output_dir)
+    teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
+    write_json_atomic(output_dir / "config.json", {
+        "variant": variant, "teacher_dir": str(teacher_dir),
+        "data": dataclasses.asdict(config["data"]),
+        "teacher": dataclasses.asdict(config["teacher"]),
+        "student": dataclasses.asdict(config["student"]),
+        **{key: config[key] for key in ("sizes", "seeds", "explainers")}})
+    start = time.perf_counter()
+    (teacher,) = run_teacher(data=config["data"], train=config["teacher"],
+                             output_dir=teacher_dir, progress=progress)
+    records = run_grid(teacher_dir, sizes=config["sizes"], explainers=config["explainers"],
+                       seeds=config["seeds"], student=config["student"],
+                       output_dir=output_dir / "students", progress=progress)
+    table = simulability_table(records)
+    middle = config["sizes"][len(config["sizes"]) // 2]
+    figure_seed = median_record(records, explainer="smat", num_examples=middle)
+    weights = np.asarray(figure_seed["head_weights"])
+    plot_head_weights(weights, output_dir / "head_weights.png",
+                      title=f"SMaT head coefficients (n={middle}, median seed "
+                            f"{figure_seed['seed']})")
+    plot_simulability(records, output_dir / "simulability.png")
+    diagnostics = smat_diagnostics(records, output_dir / "students",
+                                   outer_clip_norm=ScaffoldConfig().outer_clip_norm)
+    text = (f"Teacher test accuracy {100 * teacher['test']['accuracy']:.2f}%.\n\n"
+            f"Measured ({variant}):\n\n{table}\n\nPaper (IMDB, ELECTRA-small):\n\n"
+            f"{paper_table()}\n\nSMaT students (head coefficients, outer gradient, "
+            f"explanation loss):\n\n{diagnostics_table(diagnostics)}\n")
+    (output_dir / "table.md").write_text(text)
+    summary = {"variant": variant, "table": table, "teacher_test": teacher["test"],
+               "records": records, "figure5_seed": figure_seed["seed"],
+               "figure5_nonzero_heads": int((weights > 0).sum()),
+               "figure5_max_weight": float(weights.max()), "smat_diagnostics": diagnostics,
+               "seconds_this_call": round(time.perf_counter() - start, 1)}
+    write_json_atomic(output_dir / "results.json", summary)
+    return summary
+
+
+def variant_parser(description: str, *, name: str) -> argparse.ArgumentParser:
+    """The command line every variant experiment shares (``name``: default output folder
+    ``runs/<name>_<variant>``)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--variant", choices=("paper", "cpu", "smoke"), default="cpu",
+                        help="the grid and hardware scale (see the module docstring)")
+    parser.add_argument("--smoke", action="store_true", help="the same as --variant smoke")
+    parser.add_argument("--data-dir", default=None,
+                        help="folder with IMDB's test.jsonl.gz (paper variant)")
+    parser.add_argument("--teacher", default=None,
+                        help="a finished `smat train-teacher` run to reuse")
+    parser.add_argument("--output-dir", default=None,
+                        help=f"results folder (default runs/{name}_<variant>)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.set_defaults(default_name=name)
+    return parser
+
+
+def parse_variant_args(parser: argparse.ArgumentParser,
+                       argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse, resolve ``--smoke`` and the default output folder."""
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.variant = "smoke"
+    args.output_dir = args.output_dir or f"runs/{args.default_name}_{args.variant}"
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_variant_args(variant_parser(__doc__.splitlines()[0], name="smat_table1"),
+                              argv)
+    output_dir = args.output_dir
+    summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
+                  teacher_dir=args.teacher, progress=not args.no_progress)
+    print((Path(output_dir) / "table.md").read_text())
+    print(f"Figure 5: seed {summary['figure5_seed']}, {summary['figure5_nonzero_heads']} "
+          f"non-zero heads, largest {summary['figure5_max_weight']:.3f}; "
+          f"{summary['seconds_this_call']} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Tests for the SMaT paper experiments (experiments/smat_table*.py): their configs and
+summaries, and each smoke variant end to end on the tiny teacher of conftest.py."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+
+import smat_table1  # noqa: E402
+import smat_table2_plausibility  # noqa: E402
+import smat_table7_normalizers  # noqa: E402
+
+
+def _record(explainer, seed, accuracy, num_examples=125):
+    return {"explainer": explainer, "seed": seed, "num_examples": num_examples,
+            "test": {"accuracy": accuracy}}
+
+
+def test_variants_follow_the_paper_design():
+    paper = smat_table1.get_config("paper", data_dir="imdb")
+    assert paper["sizes"] == [500, 1000, 2000] and len(paper["seeds"]) == 5
+    assert paper["explainers"] == list(smat_table1.SETTINGS) and len(paper["explainers"]) == 7
+    assert paper["data"].max_len == 256 and paper["data"].source == str(
+        Path("imdb") / "test.jsonl.gz")
+    assert paper["student"].ig_steps == 10 and paper["student"].meta_interval == 1
+    assert paper["student"].inner_learning_rate == 5e-3
+    assert paper["student"].loop.patience == 10
+    cpu = smat_table1.get_config("cpu")
+    assert cpu["student"].meta_interval == 1 and cpu["student"].ig_steps == 10
+    assert set(smat_table1.PAPER_TABLE1) == set(smat_table1.SETTINGS)
+
+
+def test_bad_variants_are_refused():
+    with pytest.raises(ValueError, match="--data-dir"):
+        smat_table1.get_config("paper")
+    with pytest.raises(ValueError, match="unknown variant 'gpu'"):
+        smat_table1.get_config("gpu")
+
+
+def test_command_line_variants_and_default_folders():
+    parser = smat_table1.variant_parser("Table 1", name="smat_table1")
+    args = smat_table1.parse_variant_args(parser, ["--smoke"])
+    assert (args.variant, args.output_dir) == ("smoke", "runs/smat_table1_smoke")
+    args = smat_table1.parse_variant_args(parser, ["--variant", "paper", "--data-dir", "d",
+                                                   "--output-dir", "out"])
+    assert (args.variant, args.data_dir, args.output_dir) == ("paper", "d", "out")
+    with pytest.raises(SystemExit):
+        smat_table1.parse_variant_args(parser, ["--variant", "gpu"])
+
+
+def test_median_record_takes_the_middle_seed():
+    records = [_record("smat", 0, 0.7), _record("smat", 1, 0.9), _record("smat", 2, 0.8),
+               _record("smat", 3, 0.5, num_examples=250), _record("none", 4, 0.8)]
+    assert smat_table1.median_record(records, explainer="smat", num_examples=125)["seed"] == 2
+    # an even count takes the lower middle
+    assert smat_table1.median_record(records[:2], explainer="smat",
+                                     num_examples=125)["seed"] == 0
+    with pytest.raises(ValueError, match="no 'smat' students at n=500"):
+        smat_table1.median_record(records, explainer="smat", num_examples=500)
+
+
+def test_normalizer_table_marks_cells_above_the_baseline():
+    baseline = [_record("none", s, a) for s, a in enumerate((0.60, 0.61, 0.62))]
+    records = {normalizer: [_record(setting, s, a + (0.2 if normalizer == "sparsemax" else 0))
+                            for setting in smat_table7_normalizers.SETTINGS
+                            for s, a in enumerate((0.60, 0.61, 0.62))]
+               for normalizer in smat_table7_normalizers.NORMALIZERS}
+    table = smat_table7_normalizers.normalizer_table(records, baseline)
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()[2:]}
+    assert rows["none"].count("61.00 [60.50:61.50]") == 4
+    for setting in smat_table7_normalizers.SETTINGS:
+        cells = rows[setting].split(" | ")[1:]
+        assert cells[0].startswith("81.00") and cells[0].endswith("*")
+        assert all("*" not in cell for cell in cells[1:])
+
+
+@pytest.mark.slow
+def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tmp_path):
+    table1 = smat_table1.run("smoke", output_dir=tmp_path / "t1", teacher_dir=tiny_teacher,
+                             progress=False)
+    assert len(table1["records"]) == 7 * 2 * 2
+    text = (tmp_path / "t1" / "table.md").read_text()
+    for setting in smat_table1.SETTINGS:
+        assert f"| {setting} |" in text
+    for name in ("simulability.png", "head_weights.png", "results.json", "config.json"):
+        assert (tmp_path / "t1" / name).stat().st_size > 0
+    diagnostics = table1["smat_diagnostics"]
+    assert [(d["num_examples"], d["seed"]) for d in diagnostics] == [(32, 0), (32, 1),
+                                                                    (64, 0), (64, 1)]
+    assert all(d["outer_grad_norm_max"] > 0 and d["kl_first"] > 0 for d in diagnostics)
+    assert "L1 from uniform" in text
+    smat_records = [r for r in table1["records"] if r["explainer"] == "smat"]
+    assert all(np.isclose(np.sum(r["head_weights"]), 1.0, atol=1e-5) for r in smat_records)
+    # rerunning reuses every finished student
+    stamp = (tmp_path / "t1" / "students" / "n32" / "smat" / "seed0" / "result.json"
+             ).stat().st_mtime_ns
+    smat_table1.run("smoke", output_dir=tmp_path / "t1", teacher_dir=tiny_teacher,
+                    progress=False)
+    assert (tmp_path / "t1" / "students" / "n32" / "smat" / "seed0" / "result.json"
+            ).stat().st_mtime_ns == stamp
+
+    table7 = smat_table7_normalizers.run("smoke", output_dir=tmp_path / "t7",
+                                         table1_dir=tmp_path / "t1", progress=False)
+    assert set(table7["records"]) == set(smat_table7_normalizers.NORMALIZERS)
+    # the sparsemax and no-explainer students are Table 1's, not retrained
+    assert (tmp_path / "t1" / "students" / "n32" / "smat" / "seed0" / "result.json"
+            ).stat().st_mtime_ns == stamp
+    assert table7["records"]["sparsemax"] == [
+        r for r in table1["records"] if r["num_examples"] == 32
+        and r["explainer"] in smat_table7_normalizers.SETTINGS]
+    assert not (tmp_path / "t7" / "students" / "sparsemax").exists()
+    assert (tmp_path / "t7" / "normalizers.png").stat().st_size > 0
+    assert "| smat |" in (tmp_path / "t7" / "table.md").read_text()
+
+    table2 = smat_table2_plausibility.run(tmp_path / "t1", eraser_dir,
+                                          output_dir=tmp_path / "t2", max_len=32)
+    assert set(table2["auc"]) == set(smat_table2_plausibility.PAPER_TABLE2)
+    assert table2["auc"]["best head*"] == max(max(row) for row in table2["oracle"]["head_auc"])
+    saved = json.loads((tmp_path / "t2" / "results.json").read_text())
+    assert saved["auc"] == table2["auc"]
+    assert (tmp_path / "t2" / "head_auc.png").stat().st_size > 0
