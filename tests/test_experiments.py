@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 
+import smat_sweep  # noqa: E402
 import smat_table1  # noqa: E402
 import smat_table2_plausibility  # noqa: E402
 import smat_table7_normalizers  # noqa: E402
@@ -115,6 +116,14 @@ def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tm
     assert not (tmp_path / "t7" / "students" / "sparsemax").exists()
     assert (tmp_path / "t7" / "normalizers.png").stat().st_size > 0
     assert "| smat |" in (tmp_path / "t7" / "table.md").read_text()
+
+    sweep = smat_sweep.run(tmp_path / "t1", size=32, output_dir=tmp_path / "sweep",
+                           names=["outer_lr_x10"], progress=False)
+    assert [len(cell) for cell in sweep["records"].values()] == [2, 2, 2, 2]
+    assert sweep["changes"]["outer_lr_x10"]["outer_learning_rate"] == pytest.approx(5e-3)
+    assert "| outer_lr_x10 |" in (tmp_path / "sweep" / "table.md").read_text()
+    with pytest.raises(ValueError, match=r"unknown changes \['lr'\]"):
+        smat_sweep.run(tmp_path / "t1", size=32, output_dir=tmp_path / "sweep", names=["lr"])
 
     table2 = smat_table2_plausibility.run(tmp_path / "t1", eraser_dir,
                                           output_dir=tmp_path / "t2", max_len=32)

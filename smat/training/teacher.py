@@ -29,6 +29,7 @@ from smat.data import Encoded, num_batches
 from smat.models import functional
 from smat.models.inference import predict_logits, predictions_from_logits, trim_to_length
 from smat.parallel import replicate, resolve_mesh
+from smat.training import regularizers
 from smat.training.loop import (
     LoopConfig,
     fit,
@@ -53,6 +54,10 @@ class TeacherTrainConfig:
       clip_norm: global gradient-norm clip.
       schedule: the learning rate after the linear warmup: "constant" (the SMaT authors')
         or "linear_decay" (to 0 at the last step).
+      conicity_weight: weight of the conicity penalty on the last layer's hidden states
+        (Jukić et al. Eq. 2; 0 = unregularized, conicity is still logged).
+      tying_weight: weight of the tying penalty between the last layer's hidden states and
+        the input word embeddings (Jukić et al. Eq. 3; 0 = unregularized, still logged).
       loop: how the training loop batches, evaluates, stops and runs seeds (LoopConfig).
     """
 
@@ -62,6 +67,8 @@ class TeacherTrainConfig:
     clip_norm: float = 1.0
     schedule: str = dataclasses.field(default="constant",
                                       metadata={"choices": ("constant", "linear_decay")})
+    conicity_weight: float = 0.0
+    tying_weight: float = 0.0
     loop: LoopConfig = LoopConfig(max_epochs=3, patience=5)
 
     def __post_init__(self) -> None:
@@ -72,7 +79,7 @@ class TeacherTrainConfig:
         if self.schedule not in ("constant", "linear_decay"):
             raise ValueError(f"TeacherTrainConfig.schedule must be 'constant' or "
                              f"'linear_decay', got {self.schedule!r}")
-        for name in ("warmup_steps", "weight_decay"):
+        for name in ("warmup_steps", "weight_decay", "conicity_weight", "tying_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TeacherTrainConfig.{name} must be >= 0, got "
                                  f"{getattr(self, name)!r}")
@@ -140,8 +147,13 @@ def teacher_update(
     *,
     optimizer: optax.GradientTransformation,
     task: str,
+    conicity_weight: float = 0.0,
+    tying_weight: float = 0.0,
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """One supervised update on gold labels, with dropout keyed by fold_in(key, step).
+
+    The loss adds ``conicity_weight * conicity + tying_weight * tying`` of the last layer's
+    hidden states (:mod:`smat.training.regularizers`); both are returned as metrics.
 
     Jitted as :data:`teacher_step` (state donated) and, lifted over a leading seed axis
     (:func:`smat.training.loop.over_seeds`), as :data:`teacher_seed_step`. Sharded inputs
@@ -150,35 +162,49 @@ def teacher_update(
     """
 
     def loss_fn(params):
-        logits = functional.apply(
+        out = functional.apply(
             graphdef, params, input_ids, attention_mask=attention_mask,
             token_type_ids=token_type_ids, attention="none",
             dropout_rng=jax.random.fold_in(key, state.step),
-        ).logits
-        return label_loss(logits, labels, task=task)
+        )
+        hidden, embeddings = out.encoder.last_hidden_state, out.encoder.inputs_embeds
+        task_loss = label_loss(out.logits, labels, task=task)
+        parts = {"task_loss": task_loss,
+                 "conicity": jnp.mean(regularizers.conicity(hidden, attention_mask))}
+        # tying needs hidden size = embedding size (ELECTRA's differ): logged when they
+        # match, and with a weight it raises (naming both) when they do not
+        if tying_weight or hidden.shape == embeddings.shape:
+            parts["tying"] = jnp.mean(regularizers.tying(hidden, embeddings, attention_mask))
+        loss = task_loss
+        if conicity_weight:
+            loss = loss + conicity_weight * parts["conicity"]
+        if tying_weight:
+            loss = loss + tying_weight * parts["tying"]
+        return loss, parts
 
-    loss, grads = jax.value_and_grad(loss_fn)(state.params)
+    (loss, parts), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {"loss": loss, "grad_norm": optax.global_norm(grads),
+    metrics = {"loss": loss, **parts, "grad_norm": optax.global_norm(grads),
                "param_norm": optax.global_norm(params), "update_norm": optax.global_norm(updates)}
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
-teacher_step = jax.jit(teacher_update, static_argnames=("graphdef", "optimizer", "task"),
-                       donate_argnames=("state",))
+_STATIC = ("graphdef", "optimizer", "task", "conicity_weight", "tying_weight")
+
+teacher_step = jax.jit(teacher_update, static_argnames=_STATIC, donate_argnames=("state",))
 
 
 def _teacher_seed_update(graphdef, states, input_ids, attention_mask, token_type_ids, labels,
-                         keys, *, optimizer, task):
+                         keys, *, optimizer, task, conicity_weight=0.0, tying_weight=0.0):
     """:func:`teacher_update` over a leading seed axis of every argument but the static
     ones: states (S, ...), batches (S, B, ...) and keys (S,)."""
-    update = functools.partial(teacher_update, graphdef, optimizer=optimizer, task=task)
+    update = functools.partial(teacher_update, graphdef, optimizer=optimizer, task=task,
+                               conicity_weight=conicity_weight, tying_weight=tying_weight)
     return over_seeds(update)(states, input_ids, attention_mask, token_type_ids, labels, keys)
 
 
-teacher_seed_step = jax.jit(_teacher_seed_update,
-                            static_argnames=("graphdef", "optimizer", "task"),
+teacher_seed_step = jax.jit(_teacher_seed_update, static_argnames=_STATIC,
                             donate_argnames=("states",))
 
 
@@ -275,7 +301,8 @@ def train_teacher(
 
         def step(states, batch, keys=keys):
             return teacher_seed_step(graphdef, states, *batch, keys, optimizer=optimizer,
-                                     task=task)
+                                     task=task, conicity_weight=config.conicity_weight,
+                                     tying_weight=config.tying_weight)
 
         def stack(rows, step):
             batch = _stack_seed_batches(rows, config.loop.length_multiple)
