@@ -353,6 +353,7 @@ def test_real_deeplift_and_deeplift_shap(real):
     assert rel_err(ours.attributions, theirs.detach().numpy()) <= TOL
 
 
+@pytest.mark.slow  # the mirrored small model covers both in the default suite
 def test_real_feature_ablation_and_occlusion(real):
     target = real.targets("given")
     steps = real.x.shape[1]
@@ -369,6 +370,7 @@ def test_real_feature_ablation_and_occlusion(real):
     assert rel_err(ours.attributions, theirs.numpy()) <= TOL
 
 
+@pytest.mark.slow  # the mirrored small model covers it in the default suite
 def test_real_gradient_shap_given_captums_draws(real):
     """stdevs = 0 and Captum's own numpy draws of baselines and alphas (example-major)."""
     target = real.targets("given")

@@ -25,6 +25,7 @@ from smat.data import (
     tokenize_with_stats,
 )
 from smat.models import from_pretrained, functional, minilm_path
+from smat.registry import LEARNED, NO_EXPLAINER
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer, save_explainer
 from smat.store.run_log import cached_arrays, write_json_atomic
@@ -241,9 +242,13 @@ def _cached_student_rows(teacher_dir: Path, trained: model_store.TrainedModel,
 
     def compute() -> dict[str, np.ndarray]:
         graphdef, params = functional.split(trained.model)
-        parts_rows = [cache_teacher(graphdef, params, data, setting=setting, ig_steps=ig_steps)
-                      for data in (parts.student_train, parts.student_validation,
-                                   parts.student_test)]
+        # Static explanations only enter the explanation loss of training rows; validation
+        # and test rows need the teacher's logits (and SMaT's validation rows its features).
+        held_out = setting if setting == LEARNED else NO_EXPLAINER
+        parts_rows = [cache_teacher(graphdef, params, data, setting=kind, ig_steps=ig_steps)
+                      for data, kind in ((parts.student_train, setting),
+                                         (parts.student_validation, held_out),
+                                         (parts.student_test, held_out))]
         return {f"{name}.{field}": value for name, rows in zip(names, parts_rows, strict=True)
                 for field, value in zip(StudentRows._fields, rows, strict=True)}
 
