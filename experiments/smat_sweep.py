@@ -52,8 +52,14 @@ def changes(student: StudentTrainConfig) -> dict[str, StudentTrainConfig]:
 
 
 def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
-        names: Sequence[str] | None = None, progress: bool = True) -> dict[str, Any]:
-    """Train the changed SMaT students (or reuse them) and write the comparison."""
+        names: Sequence[str] | None = None, explainers: Sequence[str] = ("smat",),
+        progress: bool = True) -> dict[str, Any]:
+    """Train the changed students (or reuse them) and write the comparison.
+
+    ``explainers`` are the settings each change is applied to: SMaT by default; add
+    ``none`` and ``attention_all`` to tell whether a change (more epochs, say) helps SMaT or
+    every student alike.
+    """
     table1_dir, output_dir = Path(table1_dir), Path(output_dir)
     config = json.loads((table1_dir / "config.json").read_text())
     student = StudentTrainConfig(**{**config["student"],
@@ -75,11 +81,17 @@ def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
         records["table1 smat"], table1_dir / "students",
         outer_clip_norm=ScaffoldConfig().outer_clip_norm)}
     for name in names:
-        records[name] = run_grid(teacher_dir, sizes=[size], explainers=["smat"], seeds=seeds,
-                                 student=tried[name], output_dir=output_dir / name,
-                                 progress=progress)
-        diagnostics[name] = smat_diagnostics(records[name], output_dir / name,
-                                             outer_clip_norm=ScaffoldConfig().outer_clip_norm)
+        trained = run_grid(teacher_dir, sizes=[size], explainers=list(explainers), seeds=seeds,
+                           student=tried[name], output_dir=output_dir / name,
+                           progress=progress)
+        for explainer in explainers:
+            # the SMaT row keeps the change's bare name, as in the first sweeps
+            row = name if explainer == "smat" else f"{name} {explainer}"
+            records[row] = [r for r in trained if r["explainer"] == explainer]
+        if "smat" in explainers:
+            diagnostics[name] = smat_diagnostics(
+                records[name], output_dir / name,
+                outer_clip_norm=ScaffoldConfig().outer_clip_norm)
     static = [r["test"]["accuracy"] for r in records["table1 attention_all"]]
     lines = [f"| setting (n={size}) | test simulability | above attention_all IQR | "
              "mean non-zero heads | mean L1 from uniform |", "|---|---|---|---|---|"]
@@ -111,11 +123,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--size", type=int, required=True, help="student training size")
     parser.add_argument("--changes", nargs="+", default=None,
                         help="which changes to train (default: all of changes())")
+    parser.add_argument("--explainers", nargs="+", default=["smat"],
+                        choices=("none", "attention_all", "attention_last", "smat"),
+                        help="the settings each change is applied to (default: smat)")
     parser.add_argument("--output-dir", default="runs/smat_sweep")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     args = parser.parse_args(argv)
     summary = run(args.table1, size=args.size, output_dir=args.output_dir, names=args.changes,
-                  progress=not args.no_progress)
+                  explainers=args.explainers, progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds_this_call']} s")
 

@@ -7,6 +7,7 @@
     smat explain --model runs/teacher/model --explainers gradient attention_all texts.txt
     smat faithfulness --model runs/teacher/model --explainers gradient attention_all random
     smat agreement --model runs/teacher/model --explainers gradient attention_all random
+    smat agreement --variant base runs/b/model --variant tying runs/t/model --explainers ...
     smat plausibility --model runs/teacher/model --data-dir ERASER/movies --explainers ...
     smat roar --recursive --explainers attention gradient --ratios 0:100:20 --seeds 3
     smat predict --model runs/teacher/model texts.txt
@@ -321,16 +322,51 @@ def _faithfulness(args: argparse.Namespace) -> int:
 
 
 def _agreement(args: argparse.Namespace) -> int:
-    from smat.jobs.reports import agreement_report, held_out_split
+    from smat.data import take
+    from smat.jobs.agreement_study import agreement_comparison, comparison_tables
+    from smat.jobs.reports import agreement_report, held_out_split, load_groups, sample_per_group
     from smat.store.model_store import load
+    from smat.store.run_log import write_json_atomic
 
     config = _build_config(AgreementConfig, args)
-    models = [load(path) for path in args.model]
-    data = held_out_split(models[0], num_examples=config.explain.num_examples)
+    if (args.model is None) == (args.variant is None):
+        raise ValueError("give either --model (one model or its seeds) or --variant NAME "
+                         "MODEL... two or more times (a comparison of model variants)")
+    variants = ({"model": args.model} if args.variant is None
+                else {name: paths for name, *paths in args.variant})
+    short = [name for name, paths in variants.items() if not paths]
+    if short:
+        raise ValueError(f"--variant {short[0]} names no model folder; write --variant NAME "
+                         "MODEL [MODEL ...]")
+    models = {name: [load(path) for path in paths] for name, paths in variants.items()}
+    first = next(iter(models.values()))[0]
+    groups = None
+    if config.groups is None:
+        data = held_out_split(first, num_examples=config.explain.num_examples)
+    else:
+        split, labels = load_groups(config.groups)
+        data = held_out_split(first, split=split)
+        if len(labels) != len(data.labels):
+            raise ValueError(f"{config.groups} labels {len(labels)} rows but the model's "
+                             f"{split} split has {len(data.labels)}")
+        rows = sample_per_group(labels, config.per_group)
+        data, groups = take(data, rows), labels[rows]
     Path(args.output_dir).mkdir(parents=True, exist_ok=True)
-    report = agreement_report(models, data, config.explain.explainers, metrics=config.metrics,
-                              top_k=config.top_k, ig_steps=config.explain.ig_steps,
-                              batch_size=config.explain.batch_size, plot_dir=args.output_dir)
+    if args.variant is not None:
+        result = agreement_comparison(models, data, config.explain.explainers,
+                                      metrics=config.metrics, groups=groups,
+                                      ig_steps=config.explain.ig_steps,
+                                      batch_size=config.explain.batch_size)
+        table = comparison_tables(result)
+        write_json_atomic(Path(args.output_dir) / "comparison.json", result)
+        (Path(args.output_dir) / "comparison.md").write_text(table + "\n")
+        print(table)
+        return 0
+    report = agreement_report(models["model"], data, config.explain.explainers,
+                              metrics=config.metrics, top_k=config.top_k,
+                              ig_steps=config.explain.ig_steps,
+                              batch_size=config.explain.batch_size, plot_dir=args.output_dir,
+                              groups=groups)
     _write(args.output_dir, "agreement", report)
     return 0
 
@@ -372,8 +408,13 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
 
     agree = subparsers.add_parser("agreement",
                                   help="pairwise agreement between explainers (Jukić et al.)")
-    agree.add_argument("--model", nargs="+", required=True,
+    agree.add_argument("--model", nargs="+", default=None,
                        help="one or more model folders (seeds), sharing a tokenizer")
+    agree.add_argument("--variant", nargs="+", action="append", default=None,
+                       metavar=("NAME", "MODEL"),
+                       help="instead of --model, two or more times: a model variant and its "
+                            "seeds' model folders; compares mean agreement over explainer "
+                            "pairs between variants (Jukić et al. Tables 2 and 4)")
     _add_dataclass_flags(agree, AgreementConfig)
     agree.add_argument("--output-dir", default="runs/agreement",
                        help="where the results are written (default: runs/agreement)")

@@ -1,5 +1,5 @@
-"""Tests for the SMaT paper experiments (experiments/smat_table*.py): their configs and
-summaries, and each smoke variant end to end on the tiny teacher of conftest.py."""
+"""Tests for the paper experiments (experiments/smat_*.py, jukic_agreement.py): their configs
+and summaries, and each smoke variant end to end on the tiny models of conftest.py."""
 
 import json
 import sys
@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 
+import jukic_agreement  # noqa: E402
 import smat_sweep  # noqa: E402
 import smat_table1  # noqa: E402
 import smat_table2_plausibility  # noqa: E402
@@ -40,6 +41,62 @@ def test_bad_variants_are_refused():
         smat_table1.get_config("paper")
     with pytest.raises(ValueError, match="unknown variant 'gpu'"):
         smat_table1.get_config("gpu")
+
+
+def test_table1_subsets_are_checked_before_any_training(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown Table 1 settings \['taylor'\]"):
+        smat_table1.run("smoke", output_dir=tmp_path, explainers=["taylor"])
+    with pytest.raises(ValueError, match="positive student training sizes"):
+        smat_table1.run("smoke", output_dir=tmp_path, sizes=[0])
+    assert not (tmp_path / "config.json").exists()
+
+
+def _sst_like(folder, rows):
+    from tests.conftest import NEGATIVE, POSITIVE
+
+    texts = [(t, 1) for t in POSITIVE] + [(t, 0) for t in NEGATIVE]
+    picked = np.random.default_rng(0).integers(0, len(texts), size=rows)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.tsv").write_text("sentence\tlabel\n" + "".join(
+        f"{texts[i][0]} \t{texts[i][1]}\n" for i in picked))
+    return folder
+
+
+def test_jukic_variants_follow_the_paper(tmp_path):
+    data_dir = _sst_like(tmp_path / "sst", 2000)
+    cpu = jukic_agreement.get_config("cpu", data_dir=data_dir)
+    assert cpu["teacher"].loop.max_epochs == 5 and cpu["teacher"].training_dynamics
+    assert cpu["data"].teacher_fraction == pytest.approx(1600 / 2000)
+    assert cpu["data"].student_test_size == 300 and len(cpu["seeds"]) == 3
+    smoke = jukic_agreement.get_config("smoke", data_dir=data_dir)
+    assert smoke["data"].teacher_fraction == pytest.approx(200 / 2000)
+    assert len(smoke["seeds"]) == 2
+    # the paper's grids (appendix A.2)
+    assert jukic_agreement.PAPER["table2"]["pearson"]["tying"] == 0.60
+    with pytest.raises(ValueError, match="has 2000 rows; the paper variant needs 61001"):
+        jukic_agreement.get_config("paper", data_dir=data_dir)
+    with pytest.raises(FileNotFoundError, match="no train.tsv"):
+        jukic_agreement.get_config("cpu", data_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown variant 'gpu'"):
+        jukic_agreement.get_config("gpu", data_dir=data_dir)
+
+
+@pytest.mark.slow
+def test_jukic_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
+    data_dir = _sst_like(tmp_path / "sst", 400)
+    summary = jukic_agreement.run("smoke", data_dir=str(data_dir), output_dir=tmp_path / "j",
+                                  model_source=str(tiny_checkpoint), progress=False)
+    assert set(summary["weights"]) == {"conicity", "tying", "base_validation_f1"}
+    assert set(summary["comparison"]["variants"]) <= {"base", "conicity", "tying"}
+    assert summary["comparison"]["num_rows"] == 40
+    assert summary["pairwise_base"]["num_models"] == 2
+    assert len(summary["pairwise_base"]["metrics"]["pearson"]["names"]) == 8
+    groups = set(summary["by_group"]["groups"]) - {"all"}
+    assert groups <= {"easy", "ambiguous", "hard"}
+    text = (tmp_path / "j" / "table.md").read_text()
+    assert "Table 2 layout" in text and "Table 4 layout" in text
+    assert json.loads((tmp_path / "j" / "results.json").read_text())["test_f1"].keys() == (
+        summary["test_f1"].keys())
 
 
 def test_command_line_variants_and_default_folders():
@@ -118,8 +175,11 @@ def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tm
     assert "| smat |" in (tmp_path / "t7" / "table.md").read_text()
 
     sweep = smat_sweep.run(tmp_path / "t1", size=32, output_dir=tmp_path / "sweep",
-                           names=["outer_lr_x10"], progress=False)
-    assert [len(cell) for cell in sweep["records"].values()] == [2, 2, 2, 2]
+                           names=["outer_lr_x10"], explainers=["none", "smat"],
+                           progress=False)
+    assert list(sweep["records"]) == ["table1 none", "table1 attention_all", "table1 smat",
+                                      "outer_lr_x10 none", "outer_lr_x10"]
+    assert [len(cell) for cell in sweep["records"].values()] == [2, 2, 2, 2, 2]
     assert sweep["changes"]["outer_lr_x10"]["outer_learning_rate"] == pytest.approx(5e-3)
     assert "| outer_lr_x10 |" in (tmp_path / "sweep" / "table.md").read_text()
     with pytest.raises(ValueError, match=r"unknown changes \['lr'\]"):

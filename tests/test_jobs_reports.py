@@ -8,7 +8,7 @@ import pytest
 from jax.tree_util import Partial
 
 from smat.cli import main
-from smat.data import load_eraser
+from smat.data import load_eraser, take
 from smat.evaluation import agreement_matrix, comprehensiveness_sufficiency, holm_bonferroni
 from smat.jobs.explain import explain_data
 from smat.jobs.reports import (
@@ -17,8 +17,10 @@ from smat.jobs.reports import (
     faithfulness_report,
     head_plausibility,
     held_out_split,
+    load_groups,
     markdown_table,
     plausibility_report,
+    sample_per_group,
 )
 from smat.models import functional
 from smat.store.model_store import load
@@ -140,3 +142,69 @@ def test_head_plausibility_layer_oracle_equals_the_layer_mean_explainer(trained,
         report["explainers"]["attention_last"]["roc_auc"], abs=1e-6)
     assert oracle["best_head_auc"] == heads.max() == heads[tuple(oracle["best_head"])]
     assert oracle["best_layer_auc"] == max(oracle["layer_auc"])
+
+
+def test_agreement_by_group_equals_agreement_on_each_group_alone(trained):
+    data = held_out_split(trained, num_examples=24)
+    names = ["gradient", "attention_all"]
+    groups = np.array(["hard", "easy", "x"] * 8)
+    report = agreement_report([trained], data, names, metrics=["pearson"], groups=groups)
+    assert list(report["groups"]) == ["easy", "hard", "x"]  # cartography order, then others
+    for label, part in report["groups"].items():
+        alone = agreement_report([trained], take(data, np.flatnonzero(groups == label)), names,
+                                 metrics=["pearson"])
+        assert part["num_examples"] == 8
+        assert part["metrics"]["pearson"]["matrix"] == alone["metrics"]["pearson"]["matrix"]
+        assert part["tests"] == alone["tests"]
+    table = markdown_table("agreement", report)
+    assert "| easy | 8 |" in table and "Mean over pairs by group" in table
+    with pytest.raises(ValueError, match="groups has 3 labels for 24 rows"):
+        agreement_report([trained], data, names, groups=groups[:3])
+
+
+def test_groups_files_and_samples(tmp_path):
+    (tmp_path / "g.json").write_text(json.dumps({"split": "test", "group": ["a", "b", "a"]}))
+    split, labels = load_groups(tmp_path / "g.json")
+    assert split == "test" and labels.tolist() == ["a", "b", "a"]
+    (tmp_path / "bad.json").write_text(json.dumps({"split": "dev", "group": []}))
+    with pytest.raises(ValueError, match="names split 'dev'"):
+        load_groups(tmp_path / "bad.json")
+    (tmp_path / "nogroup.json").write_text(json.dumps({"split": "test"}))
+    with pytest.raises(ValueError, match="no 'group' list"):
+        load_groups(tmp_path / "nogroup.json")
+    with pytest.raises(FileNotFoundError, match="cartography.json"):
+        load_groups(tmp_path)
+    labels = np.array(["easy"] * 10 + ["hard"] * 3)
+    rows = sample_per_group(labels, 4, seed=0)
+    assert (np.sort(rows) == rows).all() and len(set(rows.tolist())) == 7
+    assert (labels[rows] == "easy").sum() == 4 and (labels[rows] == "hard").sum() == 3
+    assert sample_per_group(labels, 4, seed=0).tolist() == rows.tolist()
+    assert sample_per_group(labels, None).tolist() == list(range(13))
+    with pytest.raises(ValueError, match="per_group must be >= 1, got 0"):
+        sample_per_group(labels, 0)
+
+
+def test_agreement_command_by_cartography_group(tiny_teacher_args, tmp_path, capsys):
+    """train-teacher --training-dynamics writes the data map; agreement --groups reads it
+    and reports every group on the teacher's training rows."""
+    run = tmp_path / "teacher"
+    assert main(["train-teacher", *tiny_teacher_args, "--training-dynamics",
+                 "--output-dir", str(run)]) == 0
+    carto = json.loads((run / "cartography.json").read_text())
+    assert carto["split"] == "teacher_train" and carto["num_epochs"] == 2
+    assert len(carto["group"]) == json.loads((run / "result.json").read_text())[
+        "sizes"]["teacher_train"]
+    assert sum(carto["counts"].values()) == len(carto["group"])
+    assert (run / "data_map.png").stat().st_size > 0
+    assert main(["agreement", "--model", str(run / "model"), "--explainers", "gradient",
+                 "attention_all", "--metrics", "pearson", "--groups", str(run),
+                 "--per-group", "5", "--output-dir", str(tmp_path / "a")]) == 0
+    report = json.loads((tmp_path / "a" / "agreement.json").read_text())
+    present = [g for g, n in carto["counts"].items() if n]
+    assert sorted(report["groups"]) == sorted(present)
+    assert all(part["num_examples"] == min(5, carto["counts"][g])
+               for g, part in report["groups"].items())
+    assert main(["agreement", "--model", str(run / "model"), "--explainers", "gradient",
+                 "random", "--per-group", "5"]) == 2
+    assert "per_group samples the rows of each group; it needs groups" in (
+        capsys.readouterr().err)

@@ -127,3 +127,42 @@ def test_config_and_split_errors(tmp_path):
         train_teacher(tiny_classifier(), synthetic_encoded(8), synthetic_encoded(8),
                       task="classification", config=FAST,
                       output_dir=tmp_path, progress=False)
+
+
+def test_training_dynamics_put_a_planted_split_into_easy_and_hard(tmp_path):
+    """A learning rate of 1e-12 keeps the initial predictions for every epoch: rows labelled
+    with the initial prediction are correct at every epoch's end (easy), rows labelled with
+    the other class never (hard), for each of two vmapped seeds."""
+    from smat.evaluation.cartography import cartography
+    from smat.models.inference import predict_logits
+    from smat.training import dynamics
+
+    data, valid = synthetic_encoded(64, seed=0), synthetic_encoded(16, seed=1)
+    seeds = (0, 1)
+    models = [tiny_classifier(seed=s) for s in seeds]
+    initial = [np.argmax(predict_logits(*functional.split(m), data), axis=-1) for m in models]
+    planted = np.arange(64) % 2 == 0  # even rows easy, odd rows hard
+    # one label set for both seeds: rows on which the two initial models agree
+    agree = initial[0] == initial[1]
+    labels = np.where(planted, initial[0], 1 - initial[0]).astype(np.int32)
+    train = data._replace(labels=labels)
+    config = dataclasses.replace(
+        FAST, learning_rate=1e-12, training_dynamics=True,
+        loop=dataclasses.replace(FAST.loop, max_epochs=3, parallel_seeds=True))
+    train_teacher(models, train, valid, task="classification", config=config, seeds=seeds,
+                  output_dir=tmp_path, progress=False)
+    for seed in seeds:
+        probability, correct = dynamics.load(tmp_path / f"seed{seed}")
+        assert probability.shape == correct.shape == (3, 64)
+        groups = cartography(probability, correct).group
+        assert (groups[planted & agree] == "easy").all()
+        assert (groups[~planted & agree] == "hard").all()
+    assert agree.sum() >= 16  # the check above covered enough rows
+
+
+def test_training_dynamics_need_classification():
+    config = dataclasses.replace(FAST, training_dynamics=True)
+    with pytest.raises(ValueError, match="need a classification task"):
+        train_teacher(tiny_classifier(task="regression"), synthetic_encoded(32),
+                      synthetic_encoded(16), task="regression", config=config,
+                      output_dir="unused", progress=False)

@@ -20,6 +20,11 @@ from smat.evaluation.agreement import pearson_r as pearson_r
 from smat.evaluation.agreement import plot_agreement_matrix as plot_agreement_matrix
 from smat.evaluation.agreement import spearman_rho as spearman_rho
 from smat.evaluation.agreement import top_k_overlap as top_k_overlap
+from smat.evaluation.cartography import GROUPS as GROUPS
+from smat.evaluation.cartography import Cartography as Cartography
+from smat.evaluation.cartography import cartography as cartography
+from smat.evaluation.cartography import group_counts as group_counts
+from smat.evaluation.cartography import plot_data_map as plot_data_map
 from smat.evaluation.faithfulness import DEFAULT_BINS as DEFAULT_BINS
 from smat.evaluation.faithfulness import FaithfulnessResult as FaithfulnessResult
 from smat.evaluation.faithfulness import (

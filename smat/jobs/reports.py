@@ -20,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import json
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -46,6 +48,7 @@ from smat.evaluation.agreement import (
     spearman_rho,
     top_k_overlap,
 )
+from smat.evaluation.cartography import GROUPS as CARTOGRAPHY_GROUPS
 from smat.evaluation.faithfulness import DEFAULT_BINS, batched_comprehensiveness_sufficiency
 from smat.evaluation.plausibility import (
     average_precision,
@@ -69,6 +72,8 @@ __all__ = [
     "faithfulness_report",
     "head_plausibility",
     "held_out_split",
+    "load_groups",
+    "sample_per_group",
     "markdown_table",
     "plausibility_report",
 ]
@@ -97,13 +102,27 @@ class AgreementConfig:
     Attributes:
       metrics: per-instance rank correlations; the first one is tested (Wilcoxon).
       top_k: tokens compared by the top-k overlap.
+      groups: a per-instance grouping (a teacher run folder with cartography.json, or a
+        JSON file with "split" and "group"): agreement is also reported per group, on the
+        rows of the grouping's split.
+      per_group: with groups, at most this many rows of each group (seeded sample).
       explain: which explainers run and how (ExplainConfig).
     """
 
     metrics: tuple[str, ...] = dataclasses.field(
         default=tuple(AGREEMENT_METRICS), metadata={"choices": tuple(AGREEMENT_METRICS)})
     top_k: int = 5
+    groups: str | None = None
+    per_group: int | None = None
     explain: ExplainConfig
+
+    def __post_init__(self) -> None:
+        if self.per_group is not None and self.groups is None:
+            raise ValueError("AgreementConfig.per_group samples the rows of each group; it "
+                             "needs groups")
+        if self.groups is not None and self.explain.num_examples is not None:
+            raise ValueError("with groups, choose rows per group (per_group), not "
+                             f"num_examples={self.explain.num_examples}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -129,30 +148,83 @@ class PlausibilityConfig:
 PER_INSTANCE = {"pearson": pearson_r, "kendall": kendall_tau_b, "spearman": spearman_rho}
 
 
+SPLITS = ("test", "teacher_train")
+
+
 def held_out_split(trained: model_store.TrainedModel, *,
-                   num_examples: int | None = None) -> Encoded:
-    """The model's held-out test split (the SMaT protocol's student test part).
+                   num_examples: int | None = None, split: str = "test") -> Encoded:
+    """The model's held-out test split (the SMaT protocol's student test part), or the rows
+    it trained on (``split="teacher_train"``, where cartography groups live).
 
     The data settings saved with a ``smat train-teacher`` model say where its examples came
-    from; the split is rebuilt from them, so the teacher never trained on these rows.
+    from; the split is rebuilt from them, so the teacher never trained on the test rows.
 
     Args:
       trained: a model saved by ``smat train-teacher`` (``smat.store.model_store.load``).
       num_examples: keep the first N rows (default: all).
+      split: "test" or "teacher_train".
 
     Raises:
-      ValueError: the model has no saved data settings, or num_examples < 1.
+      ValueError: the model has no saved data settings, num_examples < 1, or an unknown
+        split.
     """
     if "data" not in trained.info:
         raise ValueError("this model was saved without its data settings (model.json has no "
                          "'data'); evaluate a model trained by `smat train-teacher`")
     if num_examples is not None and num_examples < 1:
         raise ValueError(f"num_examples must be >= 1, got {num_examples}")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose from {SPLITS}")
     config = DataConfig(**trained.info["data"])
-    test = protocol_data(config, load_examples(config), trained.tokenizer).student_test
-    if num_examples is not None and num_examples < len(test.labels):
-        test = take(test, np.arange(num_examples))
-    return test
+    parts = protocol_data(config, load_examples(config), trained.tokenizer)
+    rows = parts.student_test if split == "test" else parts.teacher_train
+    if num_examples is not None and num_examples < len(rows.labels):
+        rows = take(rows, np.arange(num_examples))
+    return rows
+
+
+def load_groups(path: str | Path) -> tuple[str, np.ndarray]:
+    """``(split, labels)`` of a per-instance grouping: a JSON object with ``"group"`` (one
+    label per row of the split) and ``"split"`` ("test" or "teacher_train"), such as the
+    ``cartography.json`` of a teacher trained with ``--training-dynamics``; a run folder
+    stands for its ``cartography.json``.
+
+    Raises:
+      FileNotFoundError: no such file (or the folder has no cartography.json).
+      ValueError: the file lacks "group" or names an unknown split.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "cartography.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no grouping file at {path}; train the teacher with "
+                                "--training-dynamics, or write a JSON with 'split' and 'group'")
+    payload = json.loads(path.read_text())
+    if "group" not in payload:
+        raise ValueError(f"{path} has no 'group' list (one label per row)")
+    split = payload.get("split", "test")
+    if split not in SPLITS:
+        raise ValueError(f"{path} names split {split!r}; choose from {SPLITS}")
+    return split, np.asarray(payload["group"]).astype(str)
+
+
+def sample_per_group(groups: Sequence[str] | np.ndarray, per_group: int | None, *,
+                     seed: int = 0) -> np.ndarray:
+    """Sorted row indices: every row, or at most `per_group` rows of each group drawn
+    without replacement (seeded), the paper's "representative samples" of each group.
+
+    Raises:
+      ValueError: per_group < 1.
+    """
+    groups = np.asarray(groups).astype(str)
+    if per_group is None:
+        return np.arange(len(groups))
+    if per_group < 1:
+        raise ValueError(f"per_group must be >= 1, got {per_group}")
+    rng = np.random.default_rng(seed)
+    chosen = [rng.permutation(np.flatnonzero(groups == label))[:per_group]
+              for label in ordered_groups(groups)]
+    return np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
 
 
 def _mean_with_ci(values: np.ndarray, *, seed: int = 0) -> dict[str, float]:
@@ -232,7 +304,8 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
                      explainers: Sequence[str], *,
                      metrics: Sequence[str] = tuple(AGREEMENT_METRICS), top_k: int = 5,
                      ig_steps: int = 50, batch_size: int = 16,
-                     plot_dir: str | None = None) -> dict[str, Any]:
+                     plot_dir: str | None = None,
+                     groups: Sequence[str] | np.ndarray | None = None) -> dict[str, Any]:
     """Pairwise agreement of explainers, aggregated over instances, then over models (seeds).
 
     Each model explains the same tokenized `data`; per instance the correlation runs over
@@ -249,13 +322,43 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
       top_k: tokens compared by the top-k overlap rate.
       ig_steps / batch_size: as in :func:`smat.jobs.explain.explain_data`.
       plot_dir: if given, write ``agreement_{metric}.png`` heatmaps there.
+      groups: one label per row of `data` (e.g. the cartography groups of
+        :func:`smat.jobs.runs.write_cartography`): the whole report is repeated for the
+        rows of each group under ``"groups"`` (Jukić et al. Table 4).
 
     Returns:
       ``{"metrics": {metric: {"names", "matrix", "mean_over_pairs", "num_excluded"}},
-      "top_k_overlap": {"a|b": mean}, "tests": [...], "num_examples", "num_models"}``.
+      "top_k_overlap": {"a|b": mean}, "tests": [...], "num_examples", "num_models"}``, and
+      with `groups` also ``"groups": {label: {the same keys}}``.
 
     Raises:
-      ValueError: no model, fewer than two explainers, or an unknown metric.
+      ValueError: no model, fewer than two explainers, an unknown metric, or a `groups`
+        whose length is not the number of rows.
+    """
+    check_agreement_inputs(models, data, explainers, metrics=metrics, groups=groups)
+    runs = [explain_data(m, data, explainers, ig_steps=ig_steps, batch_size=batch_size)
+            for m in models]
+    stacked = {n: np.stack([r.scores[n] for r in runs]) for n in runs[0].scores}  # (S, B, T)
+    mask = runs[0].show
+    report = _agreement_summary(stacked, mask, metrics=metrics, top_k=top_k,
+                                plot_dir=plot_dir)
+    if groups is not None:
+        groups = np.asarray(groups).astype(str)
+        report["groups"] = {
+            label: _agreement_summary({n: s[:, groups == label] for n, s in stacked.items()},
+                                      mask[groups == label], metrics=metrics, top_k=top_k)
+            for label in ordered_groups(groups)}
+    return report
+
+
+def check_agreement_inputs(models: Sequence[Any], data: Encoded, explainers: Sequence[str], *,
+                           metrics: Sequence[str],
+                           groups: Sequence[str] | np.ndarray | None = None) -> None:
+    """The checks every agreement job makes before explaining anything.
+
+    Raises:
+      ValueError: no model, fewer than two explainers, an unknown metric, or `groups` whose
+        length is not the number of rows of `data`.
     """
     if not models:
         raise ValueError("agreement needs at least one trained model")
@@ -265,13 +368,27 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
     if unknown:
         raise ValueError(f"unknown agreement metrics {unknown}; choose from "
                          f"{sorted(AGREEMENT_METRICS)}")
-    runs = [explain_data(m, data, explainers, ig_steps=ig_steps, batch_size=batch_size)
-            for m in models]
-    names = list(runs[0].scores)
-    stacked = {n: np.stack([r.scores[n] for r in runs]) for n in names}  # (S, B, T)
-    mask = runs[0].show
-    report: dict[str, Any] = {"metrics": {}, "num_examples": int(len(data.labels)),
-                              "num_models": len(models)}
+    if groups is not None and len(groups) != len(data.labels):
+        raise ValueError(f"groups has {len(groups)} labels for {len(data.labels)} rows; give "
+                         "one label per row")
+
+
+def ordered_groups(groups: Sequence[str] | np.ndarray) -> list[str]:
+    """The distinct labels of `groups`: the cartography groups in their order, then the
+    others sorted."""
+    present = set(np.asarray(groups).astype(str).tolist())
+    return [g for g in CARTOGRAPHY_GROUPS if g in present] + sorted(
+        present - set(CARTOGRAPHY_GROUPS))
+
+
+def _agreement_summary(stacked: dict[str, np.ndarray], mask: np.ndarray, *,
+                       metrics: Sequence[str], top_k: int,
+                       plot_dir: str | None = None) -> dict[str, Any]:
+    """:func:`agreement_report`'s numbers for scores (S, B, T) per explainer and mask (B, T)."""
+    names = list(stacked)
+    num_models, num_rows = stacked[names[0]].shape[:2]
+    report: dict[str, Any] = {"metrics": {}, "num_examples": int(num_rows),
+                              "num_models": int(num_models)}
     for metric in metrics:
         matrix = agreement_matrix(stacked, mask, metric=metric)
         rows, cols = np.triu_indices(len(names), k=1)
@@ -282,22 +399,22 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
                              for i, j in zip(rows, cols, strict=True)}}
         if plot_dir is not None:
             plot_agreement_matrix(matrix, path=f"{plot_dir}/agreement_{metric}.png",
-                                  title=f"{metric} agreement ({len(models)} model(s))")
-    pairs = list(itertools.combinations(names, 2))
+                                  title=f"{metric} agreement ({num_models} model(s))")
     flat_mask = np.broadcast_to(mask, stacked[names[0]].shape).reshape(-1, mask.shape[1])
 
     def flat(name: str) -> np.ndarray:
         return stacked[name].reshape(-1, mask.shape[1])
 
     overlap, tests = {}, []
-    for a, b in pairs:
+    for a, b in itertools.combinations(names, 2):
         rate = top_k_overlap(flat(a), flat(b), flat_mask, k=top_k)
         overlap[f"{a}|{b}"] = float(rate.mean())
         per_instance = PER_INSTANCE[metrics[0]](flat(a), flat(b), flat_mask, batch_size=128)
         values = np.asarray(per_instance.values)[np.asarray(per_instance.valid)]
-        result = wilcoxon_greater(values)
+        # no valid instance (a small group): no evidence, p = 1
+        p_value = wilcoxon_greater(values).p_value if values.size else 1.0
         tests.append({"pair": f"{a}|{b}", "metric": metrics[0], "median": float(
-            np.median(values)) if values.size else float("nan"), "p_value": result.p_value,
+            np.median(values)) if values.size else float("nan"), "p_value": p_value,
             "num_instances": int(values.size)})
     if tests:
         rejected, adjusted = holm_bonferroni([t["p_value"] for t in tests])
@@ -489,6 +606,13 @@ def markdown_table(kind: str, report: dict[str, Any]) -> str:
         lines.append("| **mean over pairs** | " + " | ".join(
             f"**{report['metrics'][m]['mean_over_pairs']:.3f}**" for m in metrics)
             + " | | |")
+        if "groups" in report:
+            lines += ["", "Mean over pairs by group:", "",
+                      "| group | instances | " + " | ".join(metrics) + " |",
+                      "|---|---|" + "---|" * len(metrics)]
+            lines += [f"| {label} | {group['num_examples']} | " + " | ".join(
+                f"{group['metrics'][m]['mean_over_pairs']:.3f}" for m in metrics) + " |"
+                for label, group in report["groups"].items()]
         return "\n".join(lines)
     if kind == "plausibility":
         lines = ["| explainer | ROC-AUC | AP | token F1 | IOU F1 |", "|---|---|---|---|---|"]

@@ -24,11 +24,18 @@ from smat.data import (
     take,
     tokenize_with_stats,
 )
+from smat.evaluation.cartography import (
+    ambiguous_counts,
+    cartography,
+    group_counts,
+    plot_data_map,
+)
 from smat.models import from_pretrained, functional, minilm_path
 from smat.registry import LEARNED, NO_EXPLAINER
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer, save_explainer
 from smat.store.run_log import cached_arrays, write_json_atomic
+from smat.training import dynamics
 from smat.training.loop import seed_folders, with_loop
 from smat.training.student import (
     StudentRows,
@@ -155,8 +162,9 @@ def run_teacher(
     The test split is the student test split: data the teacher never saw, on which student
     simulability is later measured. Each seed's run folder (`output_dir` for one seed,
     ``output_dir/seed{s}`` for several) receives `config.json`, `checkpoints/` (metrics and
-    the resumable loop state), the trained model (`model/`) and `result.json` last; a
-    finished seed is reused. ``train.loop.parallel_seeds`` trains the seeds in one program.
+    the resumable loop state), the trained model (`model/`), with
+    ``train.training_dynamics`` the data map (:func:`write_cartography`), and `result.json`
+    last; a finished seed is reused. ``train.loop.parallel_seeds`` trains the seeds in one program.
 
     Args:
       data: data source and splits (the same splits for every seed).
@@ -183,8 +191,29 @@ def run_teacher(
                                 output_dir=[folders[i] / "checkpoints" for i in todo],
                                 progress=progress)
         for i, model, result in zip(todo, models, results, strict=True):
+            if train.training_dynamics:
+                write_cartography(folders[i], seed=seeds[i])
             _finish_teacher(folders[i], data, parts, model, tokenizer, result)
     return [json.loads((folder / "result.json").read_text()) for folder in folders]
+
+
+def write_cartography(run_dir: str | Path, *, seed: int | None = None) -> dict[str, Any]:
+    """The data map of a teacher run trained with ``training_dynamics``: per training
+    instance (the run's teacher-train rows, in order) its confidence, variability,
+    closeness, correctness count and group, to ``cartography.json``, and the plot to
+    ``data_map.png``. ``smat agreement --groups RUN_DIR`` reads the file."""
+    run_dir = Path(run_dir)
+    stats = cartography(*dynamics.load(run_dir / "checkpoints"))
+    payload = {"split": "teacher_train", "num_epochs": stats.num_epochs,
+               "ambiguous_counts": ambiguous_counts(stats.num_epochs),
+               "counts": group_counts(stats.group), "group": stats.group.tolist(),
+               **{name: np.round(getattr(stats, name), 6).tolist()
+                  for name in ("confidence", "variability", "closeness")},
+               "correctness": stats.correctness.tolist()}
+    write_json_atomic(run_dir / "cartography.json", payload)
+    title = "teacher data map" + (f" (seed {seed})" if seed is not None else "")
+    plot_data_map(stats, run_dir / "data_map.png", title=title)
+    return payload
 
 
 def _teacher_setup(data: DataConfig, train: TeacherTrainConfig, model_source: str | None,

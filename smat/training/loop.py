@@ -191,6 +191,7 @@ def fit(
     progress: bool = True,
     desc: str = "train",
     mesh: jax.sharding.Mesh | None = None,
+    on_epoch_end: Callable[[int, int, PyTree], None] | None = None,
 ) -> list[LoopResult]:
     """Run `step` over epochs of every seed's split, early-stopping each seed on its metric.
 
@@ -219,6 +220,10 @@ def fit(
         (also after resuming) and every batch sharded over its "data" axis on the example
         axis (axis 1 of every leaf). None uses JAX's ambient mesh (``jax.set_mesh``) if it
         has a "data" axis, else runs unplaced.
+      on_epoch_end: ``(i, epoch, state_i)``, called after the last step of every epoch for
+        each seed still running, before that step's checkpoint (e.g. to record training
+        dynamics). A resumed run calls it again for an epoch whose end it replays, so it
+        should overwrite what it writes.
 
     Returns:
       One :class:`LoopResult` per seed, in order.
@@ -269,6 +274,9 @@ def fit(
             window.append(step_metrics)
             current += 1
             bar.update(1)
+            if on_epoch_end is not None and current % steps_per_epoch == 0:
+                for i in (i for i, stop in enumerate(counters["stopped_at"]) if stop is None):
+                    on_epoch_end(i, epoch, seed_slice(state, i))
             if current % eval_every and current != total_steps:
                 continue
             window = jax.device_get(window)  # each metric (S,)

@@ -29,7 +29,7 @@ from smat.data import Encoded, num_batches
 from smat.models import functional
 from smat.models.inference import predict_logits, predictions_from_logits, trim_to_length
 from smat.parallel import replicate, resolve_mesh
-from smat.training import regularizers
+from smat.training import dynamics, regularizers
 from smat.training.loop import (
     LoopConfig,
     fit,
@@ -58,6 +58,8 @@ class TeacherTrainConfig:
         (Jukić et al. Eq. 2; 0 = unregularized, conicity is still logged).
       tying_weight: weight of the tying penalty between the last layer's hidden states and
         the input word embeddings (Jukić et al. Eq. 3; 0 = unregularized, still logged).
+      training_dynamics: at every epoch's end, record each training instance's gold-class
+        probability and correctness (data cartography; classification only).
       loop: how the training loop batches, evaluates, stops and runs seeds (LoopConfig).
     """
 
@@ -69,6 +71,7 @@ class TeacherTrainConfig:
                                       metadata={"choices": ("constant", "linear_decay")})
     conicity_weight: float = 0.0
     tying_weight: float = 0.0
+    training_dynamics: bool = False
     loop: LoopConfig = LoopConfig(max_epochs=3, patience=5)
 
     def __post_init__(self) -> None:
@@ -250,7 +253,9 @@ def train_teacher(
 
     Writes (see :func:`smat.training.loop.fit`): ``metrics.jsonl`` per seed and a ``last/``
     checkpoint at every evaluation, from which a killed run resumes bit-identically. One
-    seed uses `output_dir` itself; several use ``output_dir/seed{s}``.
+    seed uses `output_dir` itself; several use ``output_dir/seed{s}``. With
+    ``config.training_dynamics``, ``training_dynamics/epoch{e}.npz`` per seed and epoch
+    (:mod:`smat.training.dynamics`).
 
     Args:
       models: one smat ``SequenceClassifier`` per seed (their parameters are the initial
@@ -269,12 +274,16 @@ def train_teacher(
       One :class:`TeacherResult` per seed, in order.
 
     Raises:
-      ValueError: an empty validation split, a split smaller than one batch, repeated or
+      ValueError: training dynamics asked for a regression task, an empty validation
+        split, a split smaller than one batch, repeated or
         negative seeds, a model or split count that differs from the seed count, per-seed
         splits of different sizes, models of different architectures, or a batch that does
         not divide over the mesh's devices.
       RuntimeError: a non-finite loss (naming the step range).
     """
+    if config.training_dynamics and task != "classification":
+        raise ValueError(f"training dynamics (gold-class probabilities) need a classification "
+                         f"task, got {task!r}")
     models, seeds, groups = seed_groups(models, seeds, default_seed=config.loop.seed,
                                         parallel=config.loop.parallel_seeds)
     trains = _per_seed(train, len(seeds), "train")
@@ -311,12 +320,17 @@ def train_teacher(
         def evaluate_seed(k, state, group=group):
             return evaluate(graphdef, state.params, validations[group[k]], task=task, mesh=mesh)
 
+        def record_dynamics(k, epoch, state, group=group):
+            dynamics.record_epoch(graphdef, state.params, trains[group[k]],
+                                  folders[group[k]], epoch=epoch, mesh=mesh)
+
         results += fit(
             state, step, [trains[i] for i in group], stack=stack, evaluate=evaluate_seed,
             metric=primary_metric(task), best_of=lambda state: state.params,
             settings=config.loop, seeds=[seeds[i] for i in group],
             output_dirs=[folders[i] for i in group], progress=progress,
-            desc="teacher" if len(seeds) == 1 else "teachers", mesh=mesh)
+            desc="teacher" if len(seeds) == 1 else "teachers", mesh=mesh,
+            on_epoch_end=record_dynamics if config.training_dynamics else None)
     return [TeacherResult(r.best, r.best_scores, r.best_step, r.steps, r.seconds)
             for r in results]
 
