@@ -66,8 +66,8 @@ def test_jukic_variants_follow_the_paper(tmp_path):
     data_dir = _sst_like(tmp_path / "sst", 2000)
     cpu = jukic_agreement.get_config("cpu", data_dir=data_dir)
     assert cpu["teacher"].loop.max_epochs == 5 and cpu["teacher"].training_dynamics
-    assert cpu["data"].teacher_fraction == pytest.approx(1600 / 2000)
-    assert cpu["data"].student_test_size == 300 and len(cpu["seeds"]) == 3
+    assert cpu["data"].teacher_fraction == pytest.approx(800 / 2000)
+    assert cpu["data"].student_test_size == 150 and len(cpu["seeds"]) == 2
     smoke = jukic_agreement.get_config("smoke", data_dir=data_dir)
     assert smoke["data"].teacher_fraction == pytest.approx(200 / 2000)
     assert len(smoke["seeds"]) == 2
