@@ -299,10 +299,81 @@ DEFAULT_BETA = {NO_EXPLAINER: 0.0, LEARNED: 5.0,
 the perturbation explainers (ablation, occlusion, Lime, KernelShap) take 0.2 as well."""
 
 
+ENSEMBLES = {"ensemble": "abs", "ensemble_shift": "shift"}
+"""Ensemble name prefixes and how each normalizes its members' scores (see
+:func:`ensemble_scores`): ``ensemble:a+b`` and ``ensemble_shift:a+b``."""
+
+
+def ensemble_scores(members: Sequence[jax.Array], mask: jax.Array, *,
+                    normalization: str = "abs") -> jax.Array:
+    """The mean of the members' scores, each first normalized to sum to 1 over a row's
+    real tokens (the Oxford thesis §3.4). Signed scores cannot sum to 1 as they are:
+    ``"abs"`` takes absolute values first (importance regardless of direction),
+    ``"shift"`` subtracts the row's minimum over real tokens (the least important token
+    gets 0, direction kept). A row whose shifted or absolute scores are all 0 contributes 0.
+
+    Args:
+      members: (B, T) scores of each member explainer.
+      mask: (B, T), nonzero at real tokens; padding gets 0.
+      normalization: "abs" or "shift".
+
+    Raises:
+      ValueError: an unknown normalization or no members.
+    """
+    if normalization not in ("abs", "shift"):
+        raise ValueError(f"ensemble normalization must be 'abs' or 'shift', got "
+                         f"{normalization!r}")
+    if not members:
+        raise ValueError("an ensemble needs at least one member")
+    real = jnp.asarray(mask) != 0
+
+    def normalized(scores):
+        scores = jnp.where(real, scores, 0.0)
+        if normalization == "abs":
+            scores = jnp.abs(scores)
+        else:
+            low = jnp.min(jnp.where(real, scores, jnp.inf), axis=1, keepdims=True)
+            scores = jnp.where(real, scores - low, 0.0)
+        total = jnp.sum(scores, axis=1, keepdims=True)
+        return jnp.where(total > 0, scores / jnp.where(total > 0, total, 1.0), 0.0)
+
+    return jnp.mean(jnp.stack([normalized(m) for m in members]), axis=0)
+
+
+@functools.lru_cache(maxsize=64)
+def _ensemble_spec(name: str) -> ExplainerSpec:
+    prefix, _, rest = name.partition(":")
+    members = tuple(canonical(m) for m in rest.split("+")) if rest else ()
+    bad = [m for m in members if m not in STATIC]
+    if not members or bad:
+        problem = f"{bad} are not" if bad else "none given"
+        raise ValueError(f"ensemble {name!r}: members must be static registry names joined "
+                         f"by '+' ({', '.join(STATIC)}); {problem}")
+    normalization = ENSEMBLES[prefix]
+    specs = [STATIC[m] for m in members]
+
+    def scores(graphdef, params, input_ids, attention_mask, token_type_ids, target, **kw):
+        return ensemble_scores([s.scores(graphdef, params, input_ids, attention_mask,
+                                         token_type_ids, target, **kw) for s in specs],
+                               attention_mask, normalization=normalization)
+
+    return ExplainerSpec(
+        name=name, scores=scores, needs_gradients=any(s.needs_gradients for s in specs),
+        needs_full_attention=any(s.needs_full_attention for s in specs),
+        batch_independent=any(s.batch_independent for s in specs),
+        summary=f"mean of {', '.join(members)}, each normalized to sum 1 ({normalization})")
+
+
+def is_ensemble(name: str | Path) -> bool:
+    """Whether `name` has an ensemble prefix (``ensemble:`` or ``ensemble_shift:``)."""
+    return str(name).partition(":")[0] in ENSEMBLES and ":" in str(name)
+
+
 def names_help() -> str:
     """The registry names for a ``--help`` line."""
     return (", ".join(STATIC) + " (alias " + ", ".join(f"{a}={n}" for a, n in ALIASES.items())
-            + ") or the folder of a saved learned explainer")
+            + "), an ensemble such as ensemble:integrated_gradients+lime (or ensemble_shift:"
+            "...) or the folder of a saved learned explainer")
 
 
 def canonical(name: str) -> str:
@@ -311,11 +382,14 @@ def canonical(name: str) -> str:
 
 
 def spec(name: str) -> ExplainerSpec:
-    """The :class:`ExplainerSpec` of a static explainer name or alias.
+    """The :class:`ExplainerSpec` of a static explainer name, alias or ensemble.
 
     Raises:
-      ValueError: `name` is not in the registry (the message lists it).
+      ValueError: `name` is not in the registry (the message lists it), or an ensemble
+        member is not a static registry name.
     """
+    if is_ensemble(name):
+        return _ensemble_spec(str(name))
     try:
         return STATIC[canonical(name)]
     except KeyError:
@@ -323,18 +397,22 @@ def spec(name: str) -> ExplainerSpec:
 
 
 def is_static(name: str | Path) -> bool:
-    """Whether `name` is a static registry name or alias (else: a learned-explainer folder)."""
-    return canonical(str(name)) in STATIC
+    """Whether `name` is a static registry name, alias or ensemble (else: a learned-explainer
+    folder)."""
+    return canonical(str(name)) in STATIC or is_ensemble(name)
 
 
 def check_explainers(names: Sequence[str | Path]) -> None:
     """Every name is a static explainer or an existing learned-explainer folder.
 
     Raises:
-      ValueError: an unknown name that is no folder (listing the registry), or no names.
+      ValueError: an unknown name that is no folder (listing the registry), an ensemble
+        member that is not a static name, or no names.
     """
     if not names:
         raise ValueError(f"name at least one explainer: {names_help()}")
+    for name in filter(is_ensemble, names):
+        spec(name)  # an unknown member raises, naming it
     unknown = [str(n) for n in names if not is_static(n) and not Path(n).is_dir()]
     if unknown:
         raise ValueError(f"unknown explainers {unknown}: not registry names and not folders; "

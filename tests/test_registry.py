@@ -15,7 +15,10 @@ def model_and_batch():
     return graphdef, params, (data.input_ids, data.attention_mask, data.token_type_ids)
 
 
-@pytest.mark.parametrize("name", sorted(registry.STATIC))
+ENSEMBLE = "ensemble:integrated_gradients+random+attention"
+
+
+@pytest.mark.parametrize("name", [*sorted(registry.STATIC), ENSEMBLE])
 def test_conformance(name, model_and_batch):
     graphdef, params, inputs = model_and_batch
     first = np.asarray(registry.static_scores(graphdef, params, *inputs, name=name, ig_steps=4))
@@ -32,8 +35,8 @@ def test_conformance(name, model_and_batch):
         assert np.all(first >= 0)
 
 
-@pytest.mark.parametrize("name", sorted(n for n, s in registry.STATIC.items()
-                                         if s.batch_independent))
+@pytest.mark.parametrize("name", [*sorted(n for n, s in registry.STATIC.items()
+                                          if s.batch_independent), ENSEMBLE])
 def test_batch_independent_scores_follow_the_row_not_the_batch(name, model_and_batch):
     graphdef, params, inputs = model_and_batch
     whole = np.asarray(registry.static_scores(graphdef, params, *inputs, name=name,
@@ -63,3 +66,45 @@ def test_unknown_names_list_the_registry(tmp_path):
     with pytest.raises(ValueError, match="name at least one explainer"):
         registry.check_explainers([])
     registry.check_explainers(["attention", str(tmp_path)])  # an alias and a folder are fine
+
+
+def test_an_ensemble_of_one_is_its_member_normalized(model_and_batch):
+    graphdef, params, inputs = model_and_batch
+    mask = inputs[1] != 0
+    signed = np.asarray(registry.static_scores(graphdef, params, *inputs,
+                                               name="input_x_gradient"))
+    absolute = np.abs(signed) / np.abs(signed).sum(axis=1, keepdims=True)
+    one = np.asarray(registry.static_scores(graphdef, params, *inputs,
+                                            name="ensemble:input_x_gradient"))
+    np.testing.assert_allclose(one, absolute, rtol=1e-5, atol=1e-7)
+    shifted = np.where(mask, signed - np.where(mask, signed, np.inf).min(1, keepdims=True), 0)
+    np.testing.assert_allclose(
+        np.asarray(registry.static_scores(graphdef, params, *inputs,
+                                          name="ensemble_shift:input_x_gradient")),
+        shifted / shifted.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(one.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_ensemble_scores_by_hand():
+    a = np.array([[1.0, -3.0, 0.0, 5.0]])
+    b = np.array([[2.0, 2.0, 0.0, 9.0]])
+    mask = np.array([[1, 1, 1, 0]])  # the last column is padding
+    np.testing.assert_allclose(registry.ensemble_scores([a, b], mask),
+                               [[(0.25 + 0.5) / 2, (0.75 + 0.5) / 2, 0.0, 0.0]])
+    # shift: a - (-3) = [4, 0, 3] / 7; b - 0 = [2, 2, 0] / 4
+    np.testing.assert_allclose(registry.ensemble_scores([a, b], mask, normalization="shift"),
+                               [[(4 / 7 + 0.5) / 2, 0.25, 1.5 / 7, 0.0]], rtol=1e-6)
+    np.testing.assert_allclose(registry.ensemble_scores([np.zeros((1, 4))], mask), 0.0)
+    with pytest.raises(ValueError, match="'abs' or 'shift', got 'rank'"):
+        registry.ensemble_scores([a], mask, normalization="rank")
+
+
+def test_ensemble_members_must_be_registry_names():
+    with pytest.raises(ValueError, match=r"ensemble 'ensemble:gradient\+taylor'.*\['taylor'\]"):
+        registry.check_explainers(["ensemble:gradient+taylor"])
+    with pytest.raises(ValueError, match="none given"):
+        registry.spec("ensemble:")
+    with pytest.raises(ValueError, match=r"\['smat'\] are not"):
+        registry.spec("ensemble:gradient+smat")  # a learned explainer is no member
+    assert registry.is_static("ensemble:gradient+attention")
+    assert registry.spec("ensemble:gradient+attention").needs_gradients

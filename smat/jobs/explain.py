@@ -104,7 +104,7 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
             elif registry.spec(name).batch_independent:
                 outputs[name] = registry.static_scores(
                     graphdef, params, full.input_ids, full.attention_mask, full.token_type_ids,
-                    name=name, row_ids=rows)
+                    name=name, ig_steps=ig_steps, row_ids=rows)
             else:
                 outputs[name] = registry.static_scores(*args, name=name, ig_steps=ig_steps)
         return outputs
