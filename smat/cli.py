@@ -9,6 +9,7 @@
     smat agreement --model runs/teacher/model --explainers gradient attention_all random
     smat agreement --variant base runs/b/model --variant tying runs/t/model --explainers ...
     smat plausibility --model runs/teacher/model --data-dir ERASER/movies --explainers ...
+    smat sanity --model runs/teacher/model --mode cascading --explainers gradient ...
     smat roar --recursive --explainers attention gradient --ratios 0:100:20 --seeds 3
     smat predict --model runs/teacher/model texts.txt
 
@@ -38,6 +39,7 @@ from smat.jobs.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
 from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import AgreementConfig, FaithfulnessConfig, PlausibilityConfig
 from smat.jobs.runs import DataConfig, run_student, run_teacher
+from smat.jobs.sanity import SanityConfig
 from smat.registry import STUDENT_SETTINGS
 from smat.training.loop import seed_folders
 from smat.training.student import StudentTrainConfig
@@ -371,6 +373,24 @@ def _agreement(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sanity(args: argparse.Namespace) -> int:
+    from smat.jobs.reports import held_out_split
+    from smat.jobs.sanity import sanity_report, sanity_table
+    from smat.store.model_store import load
+    from smat.store.run_log import write_json_atomic
+
+    config = _build_config(SanityConfig, args)
+    trained = load(args.model)
+    data = held_out_split(trained, num_examples=config.explain.num_examples)
+    output = Path(args.output_dir)
+    report = sanity_report(trained, data, config, plot_path=output / f"sanity_{config.mode}.png")
+    table = sanity_table(report)
+    write_json_atomic(output / "sanity.json", report)
+    (output / "sanity.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
 def _plausibility(args: argparse.Namespace) -> int:
     from smat.data import load_eraser
     from smat.jobs.reports import plausibility_report
@@ -420,6 +440,15 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
                        help="where the results are written (default: runs/agreement)")
     agree.set_defaults(run=_agreement)
 
+    sanity = subparsers.add_parser(
+        "sanity", help="model-randomization sanity checks of explainers (cascading / "
+                       "independent block re-initialisation)")
+    sanity.add_argument("--model", required=True, help="a `smat train-teacher` model folder")
+    _add_dataclass_flags(sanity, SanityConfig)
+    sanity.add_argument("--output-dir", default="runs/sanity",
+                        help="where the results are written (default: runs/sanity)")
+    sanity.set_defaults(run=_sanity)
+
     plaus = subparsers.add_parser("plausibility",
                                   help="agreement with human rationales (ERASER format)")
     plaus.add_argument("--model", required=True, help="a trained-model folder")
@@ -427,7 +456,7 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
     plaus.add_argument("--output-dir", default="runs/plausibility",
                        help="where the results are written (default: runs/plausibility)")
     plaus.set_defaults(run=_plausibility)
-    return [faith, agree, plaus]
+    return [faith, agree, sanity, plaus]
 
 
 # ------------------------------------------------------------------ roar
