@@ -10,6 +10,7 @@
     smat agreement --variant base runs/b/model --variant tying runs/t/model --explainers ...
     smat plausibility --model runs/teacher/model --data-dir ERASER/movies --explainers ...
     smat sanity --model runs/teacher/model --mode cascading --explainers gradient ...
+    smat attack --model runs/teacher/model --objective constrained --explainers gradient ...
     smat roar --recursive --explainers attention gradient --ratios 0:100:20 --seeds 3
     smat predict --model runs/teacher/model texts.txt
 
@@ -35,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from smat.jobs.attacks import AttackConfig
 from smat.jobs.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
 from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import AgreementConfig, FaithfulnessConfig, PlausibilityConfig
@@ -391,6 +393,24 @@ def _sanity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _attack(args: argparse.Namespace) -> int:
+    from smat.jobs.attacks import attack_report, attack_table
+    from smat.jobs.reports import held_out_split
+    from smat.store.model_store import load
+    from smat.store.run_log import write_json_atomic
+
+    config = _build_config(AttackConfig, args)
+    trained = load(args.model)
+    data = held_out_split(trained, num_examples=config.explain.num_examples)
+    report = attack_report(trained, data, config)
+    table = attack_table(report)
+    output = Path(args.output_dir)
+    write_json_atomic(output / f"attack_{config.objective}.json", report)
+    (output / f"attack_{config.objective}.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
 def _plausibility(args: argparse.Namespace) -> int:
     from smat.data import load_eraser
     from smat.jobs.reports import plausibility_report
@@ -411,20 +431,29 @@ def _plausibility(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
-    """The faithfulness, agreement and plausibility sub-commands (:mod:`smat.jobs.reports`).
+def _model_command(subparsers: Any, name: str, *, help: str, config: type, run: Any,
+                   model_help: str = "a `smat train-teacher` model folder"
+                   ) -> argparse.ArgumentParser:
+    """A sub-command over one model folder: --model, the config's flags, --output-dir."""
+    parser = subparsers.add_parser(name, help=help)
+    parser.add_argument("--model", required=True, help=model_help)
+    _add_dataclass_flags(parser, config)
+    parser.add_argument("--output-dir", default=f"runs/{name}",
+                        help=f"where the results are written (default: runs/{name})")
+    parser.set_defaults(run=run)
+    return parser
 
-    Faithfulness and agreement run on the model's held-out test split (rebuilt from the
-    data settings saved with it); each writes ``{command}.json`` and ``{command}.md`` to
-    ``--output-dir`` and prints the table.
+
+def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
+    """The faithfulness, agreement, sanity, attack and plausibility sub-commands.
+
+    All but plausibility run on the model's held-out test split (rebuilt from the data
+    settings saved with it; agreement by group on the grouping's split); each writes its
+    JSON and markdown to ``--output-dir`` and prints the table.
     """
-    faith = subparsers.add_parser(
-        "faithfulness", help="comprehensiveness / sufficiency of explainers (ERASER AOPC)")
-    faith.add_argument("--model", required=True, help="a `smat train-teacher` model folder")
-    _add_dataclass_flags(faith, FaithfulnessConfig)
-    faith.add_argument("--output-dir", default="runs/faithfulness",
-                       help="where the results are written (default: runs/faithfulness)")
-    faith.set_defaults(run=_faithfulness)
+    faith = _model_command(
+        subparsers, "faithfulness", config=FaithfulnessConfig, run=_faithfulness,
+        help="comprehensiveness / sufficiency of explainers (ERASER AOPC)")
 
     agree = subparsers.add_parser("agreement",
                                   help="pairwise agreement between explainers (Jukić et al.)")
@@ -440,23 +469,19 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
                        help="where the results are written (default: runs/agreement)")
     agree.set_defaults(run=_agreement)
 
-    sanity = subparsers.add_parser(
-        "sanity", help="model-randomization sanity checks of explainers (cascading / "
-                       "independent block re-initialisation)")
-    sanity.add_argument("--model", required=True, help="a `smat train-teacher` model folder")
-    _add_dataclass_flags(sanity, SanityConfig)
-    sanity.add_argument("--output-dir", default="runs/sanity",
-                        help="where the results are written (default: runs/sanity)")
-    sanity.set_defaults(run=_sanity)
-
-    plaus = subparsers.add_parser("plausibility",
-                                  help="agreement with human rationales (ERASER format)")
-    plaus.add_argument("--model", required=True, help="a trained-model folder")
-    _add_dataclass_flags(plaus, PlausibilityConfig)
-    plaus.add_argument("--output-dir", default="runs/plausibility",
-                       help="where the results are written (default: runs/plausibility)")
-    plaus.set_defaults(run=_plausibility)
-    return [faith, agree, sanity, plaus]
+    sanity = _model_command(
+        subparsers, "sanity", config=SanityConfig, run=_sanity,
+        help="model-randomization sanity checks of explainers (cascading / independent "
+             "block re-initialisation)")
+    attack = _model_command(
+        subparsers, "attack", config=AttackConfig, run=_attack,
+        help="adversarial attacks on explanations (top-k attack, unconstrained or the "
+             "thesis's constrained objective)")
+    plaus = _model_command(
+        subparsers, "plausibility", config=PlausibilityConfig, run=_plausibility,
+        help="agreement with human rationales (ERASER format)",
+        model_help="a trained-model folder")
+    return [faith, agree, sanity, attack, plaus]
 
 
 # ------------------------------------------------------------------ roar

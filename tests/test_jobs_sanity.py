@@ -73,3 +73,4 @@ def test_sanity_command(tiny_teacher, tmp_path, capsys):
     assert main(["sanity", "--model", model, "--mode", "independent", "--blocks", "7",
                  "--explainers", "gradient"]) == 2
     assert "block indices must lie in [0, 1]" in capsys.readouterr().err
+

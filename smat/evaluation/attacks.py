@@ -115,8 +115,9 @@ def _top_mask(scores, show, k):
     return show & (ranks < jnp.asarray(k)[:, None])
 
 
-@functools.partial(jax.jit, static_argnames=("f", "explain", "objective", "steps",
-                                             "ig_steps", "patience"))
+_STATIC = ("explain", "objective", "steps", "ig_steps", "patience")
+
+
 def _optimise(f, explain, x, mask, show, k, *, objective, epsilon, alpha, beta, steps,
               learning_rate, ig_steps, tolerance, patience):
     original_logits = f(x, mask)
@@ -164,6 +165,63 @@ def _optimise(f, explain, x, mask, show, k, *, objective, epsilon, alpha, beta, 
     return delta, original, adversarial, jnp.abs(p0 - p), t
 
 
+_optimise_f = jax.jit(_optimise, static_argnames=("f", *_STATIC))
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", *_STATIC))
+def _optimise_model(graphdef, params, input_ids, attention_mask, token_type_ids, show, k,
+                    **settings):
+    f, x, mask = baselines.attribution_inputs(graphdef, params, input_ids=input_ids,
+                                              attention_mask=attention_mask,
+                                              token_type_ids=token_type_ids)
+    return _optimise(f, settings.pop("explain"), x, mask, show & mask, k, **settings)
+
+
+def _checked(explainer, objective, epsilon, steps, learning_rate):
+    if explainer not in ATTACKABLE:
+        raise ValueError(f"attacks need a differentiable explainer; {explainer!r} is not one "
+                         f"of {sorted(ATTACKABLE)}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose from {OBJECTIVES}")
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0 (the L-infinity radius), got {epsilon}")
+    if steps < 1 or learning_rate < 0:
+        raise ValueError(f"steps must be >= 1 and learning_rate >= 0; got {steps} and "
+                         f"{learning_rate}")
+    return ATTACKABLE[explainer]
+
+
+def _result(outputs, show, ks) -> AttackResult:
+    delta, original, adversarial, prob_change, t = outputs
+    return AttackResult(np.asarray(delta), np.asarray(original), np.asarray(adversarial), ks,
+                        np.asarray(rank_change(original, adversarial, show, ks)),
+                        np.asarray(topk_sum_change(original, adversarial, show, ks)),
+                        np.asarray(prob_change), int(t))
+
+
+def attack_model(graphdef, params, input_ids: ArrayLike, attention_mask: ArrayLike,
+                 token_type_ids: ArrayLike, *, explainer: str, show: ArrayLike | None = None,
+                 objective: str = "unconstrained", epsilon: float = 2.0, k: int | None = None,
+                 k_fraction: float = 0.15, alpha: float = 1.0, beta: float = 1.0,
+                 steps: int = 500, learning_rate: float = 0.1, ig_steps: int = 20,
+                 tolerance: float = 1e-5, patience: int = 20) -> AttackResult:
+    """:func:`attack` on a smat model's word embeddings (one compiled loop per batch shape).
+
+    Raises:
+      ValueError: as :func:`attack`.
+    """
+    explain = _checked(explainer, objective, epsilon, steps, learning_rate)
+    mask = jnp.asarray(attention_mask).astype(bool)
+    show = mask if show is None else jnp.asarray(show).astype(bool) & mask
+    ks = top_k_per_row(np.asarray(show.sum(axis=1)), k=k, fraction=k_fraction)
+    outputs = _optimise_model(graphdef, params, jnp.asarray(input_ids), attention_mask,
+                              token_type_ids, show, jnp.asarray(ks), explain=explain,
+                              objective=objective, epsilon=epsilon, alpha=alpha, beta=beta,
+                              steps=steps, learning_rate=learning_rate, ig_steps=ig_steps,
+                              tolerance=tolerance, patience=patience)
+    return _result(outputs, show, ks)
+
+
 def attack(f: Callable[[jax.Array, jax.Array], jax.Array], x: ArrayLike, mask: ArrayLike, *,
            explainer: str, show: ArrayLike | None = None, objective: str = "unconstrained",
            epsilon: float = 2.0, k: int | None = None, k_fraction: float = 0.15,
@@ -186,25 +244,12 @@ def attack(f: Callable[[jax.Array, jax.Array], jax.Array], x: ArrayLike, mask: A
       ValueError: an unknown explainer or objective, epsilon <= 0, steps < 1, a negative
         learning rate, or a k outside a row's tokens.
     """
-    if explainer not in ATTACKABLE:
-        raise ValueError(f"attacks need a differentiable explainer; {explainer!r} is not one "
-                         f"of {sorted(ATTACKABLE)}")
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; choose from {OBJECTIVES}")
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0 (the L-infinity radius), got {epsilon}")
-    if steps < 1 or learning_rate < 0:
-        raise ValueError(f"steps must be >= 1 and learning_rate >= 0; got {steps} and "
-                         f"{learning_rate}")
-    x = jnp.asarray(x)
+    explain = _checked(explainer, objective, epsilon, steps, learning_rate)
     mask = jnp.asarray(mask).astype(bool)
     show = mask if show is None else jnp.asarray(show).astype(bool) & mask
     ks = top_k_per_row(np.asarray(show.sum(axis=1)), k=k, fraction=k_fraction)
-    delta, original, adversarial, prob_change, t = _optimise(
-        f, ATTACKABLE[explainer], x, mask, show, jnp.asarray(ks), objective=objective,
-        epsilon=epsilon, alpha=alpha, beta=beta, steps=steps, learning_rate=learning_rate,
-        ig_steps=ig_steps, tolerance=tolerance, patience=patience)
-    return AttackResult(np.asarray(delta), np.asarray(original), np.asarray(adversarial), ks,
-                        np.asarray(rank_change(original, adversarial, show, ks)),
-                        np.asarray(topk_sum_change(original, adversarial, show, ks)),
-                        np.asarray(prob_change), int(t))
+    outputs = _optimise_f(f=f, explain=explain, x=jnp.asarray(x), mask=mask, show=show,
+                          k=jnp.asarray(ks), objective=objective, epsilon=epsilon,
+                          alpha=alpha, beta=beta, steps=steps, learning_rate=learning_rate,
+                          ig_steps=ig_steps, tolerance=tolerance, patience=patience)
+    return _result(outputs, show, ks)
