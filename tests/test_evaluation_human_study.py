@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from smat.evaluation.human_study import (
+    DONT_KNOW,
+    accuracies,
+    difficulty_weights,
+    flips,
+    flips_and_aids,
+    majority_correct,
+    method_scores,
+)
+
+# Lu et al. (2022) Table 3 (IMDB): p_jk in % for k = 5, 10, 20, 30, 40, and the Score column
+TABLE3 = {"random": ([25, 42, 41, 55, 54], 42.9),
+          "all attention": ([66, 74, 81, 87, 84], 78.5),
+          "last attention": ([53, 60, 73, 72, 78], 66.9),
+          "vanilla gradient": ([75, 81, 73, 80, 85], 79.5),
+          "input x grad": ([46, 46, 60, 56, 52], 52.1),
+          "integrated gradient": ([74, 81, 87, 80, 87], 82.3),
+          "deeplift": ([52, 37, 60, 52, 67], 53.5),
+          "lime": ([30, 28, 47, 48, 44], 39.0)}
+
+
+def test_reproduces_the_score_column_of_lu_et_al_table3():
+    p = np.array([row for row, _ in TABLE3.values()]) / 100
+    np.testing.assert_allclose(100 * method_scores(p), [s for _, s in TABLE3.values()],
+                               atol=0.05)
+
+
+def test_toy_table_by_hand():
+    # 3 methods, 2 ks, 2 samples: A (N=2, J=3, K=2)
+    a = np.array([[[1, 1], [0, 1], [0, 0]],
+                  [[1, 0], [1, 1], [0, 1]]])
+    p = accuracies(a)
+    np.testing.assert_allclose(p, [[1.0, 0.5], [0.5, 1.0], [0.0, 0.5]])
+    # sum p = 3.5, K^2 = 4, per-k sums 1.5 and 2.0
+    np.testing.assert_allclose(difficulty_weights(p), [3.5 / 6, 3.5 / 8])
+    np.testing.assert_allclose(method_scores(p), [3.5 / 6 + 0.5 * 3.5 / 8,
+                                                  0.5 * 3.5 / 6 + 3.5 / 8, 0.5 * 3.5 / 8])
+    with pytest.raises(ValueError, match=r"accuracy 0 at the k settings \[0\]"):
+        difficulty_weights([[0.0, 1.0], [0.0, 0.5]])
+
+
+def test_majority_vote_ties_and_dont_know():
+    assert majority_correct(["pos", "pos", "neg"], "pos") == 1
+    assert majority_correct(["pos", "neg"], "pos") == 0  # a tie
+    assert majority_correct(["pos", DONT_KNOW, DONT_KNOW], "pos") == 0  # "I don't know" wins
+    assert majority_correct(["pos", DONT_KNOW], "pos") == 0  # ties with "I don't know"
+    assert majority_correct([], "pos") == 0
+    assert majority_correct(["neg", "neg", "pos", "pos", "pos"], "pos") == 1
+
+
+def test_flips_on_constructed_patterns():
+    a = np.array([[[1, 0, 1]],    # right at k1, wrong at k2: flipped
+                  [[0, 1, 1]],    # aided
+                  [[1, 1, 1]],    # always right
+                  [[0, 0, 0]],    # never right (counts as aided in Table 7's formula)
+                  [[0, 1, 0]]])   # flipped
+    assert flips(a)[:, 0].tolist() == [True, False, False, False, True]
+    flipped, aided = flips_and_aids(a)
+    assert flipped.tolist() == [2] and aided.tolist() == [5 - 2 - 1]
