@@ -244,3 +244,13 @@ def test_docstring_examples():
 
     result = doctest.testmod(A, extraglobs={"jax": jax, "jnp": jnp})
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_jukic_figure1_toy_example():
+    """Jukić et al. (2022) Figure 1: two explanations of "The old Japanese movie Rashomon is
+    great." that rank the six unimportant tokens in reverse but agree on "great"."""
+    a = np.array([[.01, .02, .03, .04, .05, .06, 1.00]])
+    b = np.array([[.06, .05, .04, .03, .02, .01, .80]])
+    mask = np.ones((1, 7), bool)
+    assert float(A.kendall_tau_b(a, b, mask).values[0]) == pytest.approx(-0.4286, abs=1e-4)
+    assert float(A.pearson_r(a, b, mask).values[0]) == pytest.approx(0.994, abs=1e-3)
