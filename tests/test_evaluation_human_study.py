@@ -3,12 +3,14 @@ import pytest
 
 from smat.evaluation.human_study import (
     DONT_KNOW,
+    StudyInputError,
     accuracies,
     difficulty_weights,
     flips,
     flips_and_aids,
     majority_correct,
     method_scores,
+    score_study,
 )
 
 # Lu et al. (2022) Table 3 (IMDB): p_jk in % for k = 5, 10, 20, 30, 40, and the Score column
@@ -60,3 +62,45 @@ def test_flips_on_constructed_patterns():
     assert flips(a)[:, 0].tolist() == [True, False, False, False, True]
     flipped, aided = flips_and_aids(a)
     assert flipped.tolist() == [2] and aided.tolist() == [5 - 2 - 1]
+
+
+def _study():
+    tasks = [{"task_id": f"{i}-{m}-{k}", "sample": i, "method": m, "k": k, "gold": g,
+              "classes": ["pos", "neg"]}
+             for i, g in ((0, "pos"), (1, "neg")) for m in ("ig", "random") for k in (5, 10)]
+    answers = []
+    for t in tasks:  # ig: right everywhere; random: right at k=5 only for sample 0 (a flip)
+        right = t["method"] == "ig" or (t["sample"] == 0 and t["k"] == 5)
+        wrong = "neg" if t["gold"] == "pos" else "pos"
+        for w, answer in enumerate([t["gold"], t["gold"], wrong] if right
+                                   else [wrong, DONT_KNOW, t["gold"]]):
+            answers.append({"worker": f"w{w}", "task_id": t["task_id"], "answer": answer})
+    return tasks, answers
+
+
+def test_score_study_end_to_end():
+    tasks, answers = _study()
+    report = score_study(tasks, answers)
+    assert report["accuracy"] == {"ig": [1.0, 1.0], "random": [0.5, 0.0]}
+    # w_k = 2.5 / (4 * [1.5, 1.0])
+    np.testing.assert_allclose(report["weights"], [2.5 / 6, 2.5 / 4])
+    assert report["score"]["ig"] == pytest.approx(2.5 / 6 + 2.5 / 4)
+    assert report["flips"] == {"ig": 0, "random": 1} and report["aids"] == {"ig": 0,
+                                                                             "random": 1}
+
+
+def test_imports_never_drop_answers_silently():
+    tasks, answers = _study()
+    bad = answers + [{"worker": "w9", "task_id": "nope", "answer": "pos"},
+                     {"worker": "w0", "task_id": "0-ig-5", "answer": "pos"},
+                     {"worker": "w7", "task_id": "0-ig-5", "answer": "maybe"},
+                     {"worker": "w8", "task_id": "0-ig-5", "answer": "meh"}]
+    with pytest.raises(StudyInputError, match="1 answers for unknown task ids; 1 repeated "
+                                              "answers by one worker to one task; 2 answers "
+                                              "outside the task's classes"):
+        score_study(tasks, bad)
+    with pytest.warns(UserWarning, match="dropped 1 answers for unknown task ids"):
+        lenient = score_study(tasks, bad, lenient=True)
+    assert lenient == score_study(tasks, answers)
+    with pytest.raises(StudyInputError, match="2 .sample, method, k. cells have no task"):
+        score_study(tasks[:-2], answers[:-6])

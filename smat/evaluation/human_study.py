@@ -16,8 +16,10 @@ answer "I don't know"). With answers collected per task (sample i, method j, k):
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -79,3 +81,90 @@ def flips_and_aids(recognized: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     flipped = flips(a).sum(axis=0)
     always = a.all(axis=-1).sum(axis=0)
     return flipped, a.shape[0] - flipped - always
+
+
+class StudyInputError(ValueError):
+    """Answers that do not fit the study's tasks (each problem counted in the message)."""
+
+
+def check_answers(tasks: Sequence[Mapping[str, Any]],
+                  answers: Sequence[Mapping[str, Any]], *,
+                  lenient: bool = False) -> list[Mapping[str, Any]]:
+    """The answers that fit the tasks; every other one is counted by kind.
+
+    Args:
+      tasks: one mapping per task with "task_id" and "classes" (its label names).
+      answers: one mapping per answer with "worker", "task_id" and "answer" (a class name
+        or :data:`DONT_KNOW`).
+      lenient: warn about the problems and drop those answers instead of raising.
+
+    Raises:
+      StudyInputError: (without `lenient`) answers for unknown task ids, a second answer by
+        one worker to one task, or answers outside the task's classes; the message counts
+        each kind.
+    """
+    classes = {t["task_id"]: set(t["classes"]) for t in tasks}
+    problems: Counter[str] = Counter()
+    seen: set[tuple[Any, Any]] = set()
+    kept = []
+    for row in answers:
+        key = (row["worker"], row["task_id"])
+        if row["task_id"] not in classes:
+            problems["answers for unknown task ids"] += 1
+        elif key in seen:
+            problems["repeated answers by one worker to one task"] += 1
+        elif row["answer"] != DONT_KNOW and row["answer"] not in classes[row["task_id"]]:
+            problems["answers outside the task's classes"] += 1
+        else:
+            seen.add(key)
+            kept.append(row)
+    if problems:
+        message = "; ".join(f"{n} {kind}" for kind, n in problems.items())
+        if not lenient:
+            raise StudyInputError(f"{message} (pass lenient to drop them with a warning)")
+        warnings.warn(f"dropped {message}", stacklevel=2)
+    return kept
+
+
+def score_study(tasks: Sequence[Mapping[str, Any]],
+                answers: Sequence[Mapping[str, Any]], *,
+                lenient: bool = False) -> dict[str, Any]:
+    """Majority vote, accuracies, scores, Flips and Aids of a study (module doc).
+
+    Args:
+      tasks: one mapping per task: "task_id", "sample", "method", "k", "gold" and
+        "classes"; every (sample, method) needs every k.
+      answers: per-annotator answers (:func:`check_answers`).
+
+    Returns:
+      ``{"methods", "ks", "num_samples", "accuracy" {method: [p_k]}, "weights" [w_k],
+      "score" {method: s}, "flips" {method: n}, "aids" {method: n}}``.
+
+    Raises:
+      StudyInputError: as :func:`check_answers`, or tasks that do not cover every
+        (sample, method, k).
+    """
+    kept = check_answers(tasks, answers, lenient=lenient)
+    votes: dict[Any, list[Any]] = {t["task_id"]: [] for t in tasks}
+    for row in kept:
+        votes[row["task_id"]].append(row["answer"])
+    samples = sorted({t["sample"] for t in tasks}, key=str)
+    methods = list(dict.fromkeys(t["method"] for t in tasks))
+    ks = sorted({int(t["k"]) for t in tasks})
+    recognized = np.full((len(samples), len(methods), len(ks)), -1)
+    index = ({s: i for i, s in enumerate(samples)}, {m: j for j, m in enumerate(methods)},
+             {k: i for i, k in enumerate(ks)})
+    for t in tasks:
+        cell = (index[0][t["sample"]], index[1][t["method"]], index[2][int(t["k"])])
+        recognized[cell] = majority_correct(votes[t["task_id"]], t["gold"])
+    if (recognized < 0).any():
+        raise StudyInputError(f"{int((recognized < 0).sum())} (sample, method, k) cells have "
+                              "no task; every sample needs every method at every k")
+    p = accuracies(recognized)
+    flipped, aided = flips_and_aids(recognized)
+    return {"methods": methods, "ks": ks, "num_samples": len(samples),
+            "accuracy": {m: p[j].tolist() for j, m in enumerate(methods)},
+            "weights": difficulty_weights(p).tolist(),
+            "score": dict(zip(methods, method_scores(p).tolist(), strict=True)),
+            "flips": dict(zip(methods, flipped.tolist(), strict=True)),
+            "aids": dict(zip(methods, aided.tolist(), strict=True))}
