@@ -11,6 +11,7 @@
     smat plausibility --model runs/teacher/model --data-dir ERASER/movies --explainers ...
     smat sanity --model runs/teacher/model --mode cascading --explainers gradient ...
     smat attack --model runs/teacher/model --objective constrained --explainers gradient ...
+    smat study score --tasks tasks.jsonl --answers answers.csv
     smat roar --recursive --explainers attention gradient --ratios 0:100:20 --seeds 3
     smat predict --model runs/teacher/model texts.txt
 
@@ -411,6 +412,40 @@ def _attack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _study_score(args: argparse.Namespace) -> int:
+    from smat.jobs.study import score_files, study_tables
+    from smat.store.run_log import write_json_atomic
+
+    report = score_files(args.tasks, args.answers, lenient=args.lenient,
+                         columns=(args.worker_column, args.task_column, args.answer_column))
+    table = study_tables(report)
+    write_json_atomic(Path(args.output_dir) / "study.json", report)
+    (Path(args.output_dir) / "study.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
+    """``smat study score``: Lu et al.'s scoring of a human simulability study."""
+    study = subparsers.add_parser("study", help="human simulability studies (Lu et al.)")
+    actions = study.add_subparsers(dest="action", required=True)
+    score = actions.add_parser("score", help="majority vote, accuracy per k, difficulty-"
+                                             "weighted scores, Flips and Aids")
+    score.add_argument("--tasks", required=True, help="the study's tasks (JSON lines)")
+    score.add_argument("--answers", required=True,
+                       help="per-annotator answers (.csv, .tsv or .jsonl)")
+    score.add_argument("--worker-column", default="worker")
+    score.add_argument("--task-column", default="task_id")
+    score.add_argument("--answer-column", default="answer")
+    score.add_argument("--lenient", action="store_true",
+                       help="drop answers that do not fit the tasks with a warning "
+                            "(default: an error that counts them)")
+    score.add_argument("--output-dir", default="runs/study",
+                       help="where study.json and study.md go (default: runs/study)")
+    score.set_defaults(run=_study_score)
+    return study
+
+
 def _plausibility(args: argparse.Namespace) -> int:
     from smat.data import load_eraser
     from smat.jobs.reports import plausibility_report
@@ -617,6 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_runtime_flags(_add_roar_command(commands))
     for evaluation in _add_evaluation_commands(commands):
         _add_runtime_flags(evaluation)
+    _add_study_command(commands)
 
     predict = commands.add_parser("predict", help="predict a file of texts (one per line)")
     predict.add_argument("--model", required=True, help="a trained-model folder")
