@@ -11,7 +11,9 @@
     smat plausibility --model runs/teacher/model --data-dir ERASER/movies --explainers ...
     smat sanity --model runs/teacher/model --mode cascading --explainers gradient ...
     smat attack --model runs/teacher/model --objective constrained --explainers gradient ...
-    smat study score --tasks tasks.jsonl --answers answers.csv
+    smat study build --model runs/teacher/model --explainers integrated_gradients random
+    smat study read --model runs/teacher/model --tasks runs/study/tasks.jsonl --name teacher
+    smat study score --tasks runs/study/tasks.jsonl --answers answers.csv
     smat roar --recursive --explainers attention gradient --ratios 0:100:20 --seeds 3
     smat predict --model runs/teacher/model texts.txt
 
@@ -418,6 +420,12 @@ def _study_score(args: argparse.Namespace) -> int:
 
     report = score_files(args.tasks, args.answers, lenient=args.lenient,
                          columns=(args.worker_column, args.task_column, args.answer_column))
+    if args.compare is not None:
+        from smat.evaluation.human_study import score_rank_correlation
+
+        other = json.loads(Path(args.compare).read_text())
+        report["spearman_with_compared"] = score_rank_correlation(report["score"],
+                                                                  other["score"])
     table = study_tables(report)
     write_json_atomic(Path(args.output_dir) / "study.json", report)
     (Path(args.output_dir) / "study.md").write_text(table + "\n")
@@ -425,10 +433,50 @@ def _study_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _study_build(args: argparse.Namespace) -> int:
+    from smat.jobs.study import StudyConfig, build_study, write_study
+    from smat.store.model_store import load
+
+    study = build_study(load(args.model), _build_config(StudyConfig, args))
+    write_study(study, args.output_dir)
+    print(json.dumps({k: study["manifest"][k] for k in ("num_tasks", "num_annotators",
+                                                        "words_cut_by_max_len")}))
+    return 0
+
+
+def _study_read(args: argparse.Namespace) -> int:
+    from smat.jobs.study import machine_answers, read_tasks
+    from smat.store.model_store import load
+
+    answers = machine_answers(load(args.model), read_tasks(args.tasks), name=args.name,
+                              hidden=args.hidden)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text("".join(json.dumps(a) + "\n" for a in answers))
+    print(f"{len(answers)} answers by {args.name} -> {args.output}")
+    return 0
+
+
 def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
-    """``smat study score``: Lu et al.'s scoring of a human simulability study."""
+    """``smat study build|read|score``: Lu et al.'s human simulability studies."""
+    from smat.jobs.study import StudyConfig
+
     study = subparsers.add_parser("study", help="human simulability studies (Lu et al.)")
     actions = study.add_subparsers(dest="action", required=True)
+    build = actions.add_parser("build", help="tasks (top-k words of each method) and work "
+                                             "packages from a model's held-out split")
+    build.add_argument("--model", required=True, help="a `smat train-teacher` model folder")
+    _add_dataclass_flags(build, StudyConfig)
+    build.add_argument("--output-dir", default="runs/study",
+                       help="tasks.jsonl, tasks.csv, packages.csv, manifest.json go here")
+    build.set_defaults(run=_study_build)
+    read = actions.add_parser("read", help="a model answers the tasks (a machine reader)")
+    read.add_argument("--model", required=True, help="the reading model's folder")
+    read.add_argument("--tasks", required=True, help="tasks.jsonl of `smat study build`")
+    read.add_argument("--name", default="model", help="the reader's worker id")
+    read.add_argument("--hidden", default="mask", choices=("mask", "drop"),
+                      help="hidden words become the mask token, or are left out")
+    read.add_argument("--output", default="runs/study/answers.jsonl")
+    read.set_defaults(run=_study_read)
     score = actions.add_parser("score", help="majority vote, accuracy per k, difficulty-"
                                              "weighted scores, Flips and Aids")
     score.add_argument("--tasks", required=True, help="the study's tasks (JSON lines)")
@@ -440,6 +488,9 @@ def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
     score.add_argument("--lenient", action="store_true",
                        help="drop answers that do not fit the tasks with a warning "
                             "(default: an error that counts them)")
+    score.add_argument("--compare", default=None,
+                       help="another scored study.json (e.g. a machine reader's): report "
+                            "the Spearman rho between the two studies' method scores")
     score.add_argument("--output-dir", default="runs/study",
                        help="where study.json and study.md go (default: runs/study)")
     score.set_defaults(run=_study_score)

@@ -10,6 +10,7 @@ from smat.evaluation.human_study import (
     flips_and_aids,
     majority_correct,
     method_scores,
+    score_rank_correlation,
     score_study,
 )
 
@@ -104,3 +105,11 @@ def test_imports_never_drop_answers_silently():
     assert lenient == score_study(tasks, answers)
     with pytest.raises(StudyInputError, match="2 .sample, method, k. cells have no task"):
         score_study(tasks[:-2], answers[:-6])
+
+
+def test_rank_correlation_between_two_studies():
+    humans = {"ig": 0.8, "gradient": 0.7, "random": 0.4, "lime": 0.3}
+    machine = {"ig": 0.9, "gradient": 0.5, "random": 0.6, "other": 0.1}
+    assert score_rank_correlation(humans, machine) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="3 or more shared methods"):
+        score_rank_correlation({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 0.0})

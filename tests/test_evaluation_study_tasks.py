@@ -16,6 +16,8 @@ def test_exactly_k_words_shown_in_place_without_punctuation():
     kept = shown_words(words, scores, 2, drop_punctuation=False)
     assert kept == [HIDDEN, HIDDEN, ",", HIDDEN, ",", HIDDEN, HIDDEN, HIDDEN]
     assert sum(w != HIDDEN for w in shown_words(words, scores, 40)) == 5  # all eligible
+    cut = shown_words(["good", "film", "ending"], [1.0, 0.5, np.nan], 3)
+    assert cut == ["good", "film", HIDDEN]  # an unscored word is never shown
     assert is_punctuation("--") and is_punctuation("?!") and not is_punctuation("don't")
     with pytest.raises(ValueError, match="8 words but 2 scores"):
         shown_words(words, [1.0, 2.0], 3)

@@ -1,8 +1,10 @@
 """Tests for smat.jobs.study and `smat study score`."""
 
 import json
+from collections import Counter
 
 import pytest
+from scipy import stats
 
 from smat.cli import main
 from smat.jobs.study import read_answers
@@ -44,3 +46,55 @@ def test_missing_columns_and_bad_answers_are_reported(tmp_path, capsys):
     with pytest.warns(UserWarning) as caught:
         assert main([*args, "--lenient"]) == 0
     assert any("dropped 1 answers for unknown task ids" in str(w.message) for w in caught)
+
+
+def test_build_read_and_score_a_study_on_the_tiny_teacher(tiny_teacher, tmp_path, capsys):
+    from smat.evaluation.study_tasks import HIDDEN
+    from smat.jobs.study import held_out_texts
+    from smat.store.model_store import load
+
+    model = str(tiny_teacher / "model")
+    out = tmp_path / "study"
+    assert main(["study", "build", "--model", model, "--explainers", "gradient", "random",
+                 "attention_all", "--num-samples", "6", "--ks", "1", "2",
+                 "--annotators-per-task", "3", "--tasks-per-annotator", "4",
+                 "--output-dir", str(out)]) == 0
+    tasks = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
+    assert len(tasks) == 6 * 3 * 2
+    texts = held_out_texts(load(model)).texts
+    for t in tasks:
+        original, shown = texts[t["sample"]].split(), t["text"].split()
+        assert len(shown) == len(original)  # positions kept
+        visible = [w for w in shown if w != HIDDEN]
+        assert len(visible) == min(t["k"], len(original))
+        assert all(s in (o, HIDDEN) for s, o in zip(shown, original, strict=True))
+    golds = {t["sample"]: t["gold"] for t in tasks}
+    assert sorted(Counter(golds.values()).values()) == [3, 3]  # class-balanced
+    packages = (out / "packages.csv").read_text().splitlines()[1:]
+    assert len(packages) == 36 * 3
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["num_annotators"] == 27 and len(manifest["samples"]) == 6
+    # the same seed gives the same study
+    assert main(["study", "build", "--model", model, "--explainers", "gradient", "random",
+                 "attention_all", "--num-samples", "6", "--ks", "1", "2",
+                 "--annotators-per-task", "3", "--tasks-per-annotator", "4",
+                 "--output-dir", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "tasks.jsonl").read_text() == (out / "tasks.jsonl").read_text()
+    assert main(["study", "read", "--model", model, "--tasks", str(out / "tasks.jsonl"),
+                 "--name", "teacher", "--output", str(out / "answers.jsonl")]) == 0
+    assert main(["study", "score", "--tasks", str(out / "tasks.jsonl"), "--answers",
+                 str(out / "answers.jsonl"), "--output-dir", str(out)]) == 0
+    report = json.loads((out / "study.json").read_text())
+    assert report["methods"] == ["gradient", "random", "attention_all"]
+    assert report["ks"] == [1, 2] and "| gradient |" in capsys.readouterr().out
+    (tmp_path / "first.json").write_text(json.dumps(
+        {"score": {"gradient": 3.0, "random": 1.0, "attention_all": 2.0}}))
+    assert main(["study", "score", "--tasks", str(out / "tasks.jsonl"), "--answers",
+                 str(out / "answers.jsonl"), "--compare", str(tmp_path / "first.json"),
+                 "--output-dir", str(out)]) == 0
+    compared = json.loads((out / "study.json").read_text())["spearman_with_compared"]
+    measured = [report["score"][m] for m in ("gradient", "random", "attention_all")]
+    assert compared == pytest.approx(stats.spearmanr(measured, [3.0, 1.0, 2.0]).statistic)
+    assert main(["study", "build", "--model", model, "--explainers", "gradient",
+                 "--num-examples", "5"]) == 2
+    assert "not num_examples=5" in capsys.readouterr().err

@@ -168,3 +168,19 @@ def score_study(tasks: Sequence[Mapping[str, Any]],
             "score": dict(zip(methods, method_scores(p).tolist(), strict=True)),
             "flips": dict(zip(methods, flipped.tolist(), strict=True)),
             "aids": dict(zip(methods, aided.tolist(), strict=True))}
+
+
+def score_rank_correlation(first: Mapping[str, float], second: Mapping[str, float]) -> float:
+    """Spearman rho between two studies' method scores (e.g. human readers and a machine
+    reader), over the methods both scored.
+
+    Raises:
+      ValueError: fewer than 3 shared methods.
+    """
+    shared = [m for m in first if m in second]
+    if len(shared) < 3:
+        raise ValueError(f"a rank correlation needs 3 or more shared methods, got {shared}")
+    from scipy import stats
+
+    return float(stats.spearmanr([first[m] for m in shared],
+                                 [second[m] for m in shared]).statistic)

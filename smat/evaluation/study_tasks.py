@@ -33,7 +33,8 @@ def is_punctuation(word: str) -> bool:
 
 def shown_words(words: Sequence[str], scores: ArrayLike, k: int, *,
                 drop_punctuation: bool = True) -> list[str]:
-    """The task text as a list: the top-k eligible words in place, the rest as ".".
+    """The task text as a list: the top-k eligible words in place, the rest as ".". A word
+    whose score is NaN (e.g. cut off by the model's max length) is never shown.
 
     Raises:
       ValueError: k < 1, or scores of another length than the words.
@@ -43,7 +44,8 @@ def shown_words(words: Sequence[str], scores: ArrayLike, k: int, *,
         raise ValueError(f"{len(words)} words but {len(scores)} scores")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    eligible = [i for i, w in enumerate(words) if not (drop_punctuation and is_punctuation(w))]
+    eligible = [i for i, w in enumerate(words)
+                if not (drop_punctuation and is_punctuation(w)) and not np.isnan(scores[i])]
     # stable sort on the negated score: equal scores keep their order (earlier word first)
     order = sorted(eligible, key=lambda i: -scores[i])
     keep = set(order[:k])

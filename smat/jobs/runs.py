@@ -121,6 +121,15 @@ def load_examples(config: DataConfig) -> TextDataset:
     return dataset
 
 
+def protocol_splits(config: DataConfig, num_rows: int, *, num_examples: int = 1):
+    """The row indices of every part of the SMaT protocol split of `num_rows` examples
+    (``smat.data.smat_split`` with `config`'s seed and sizes)."""
+    return smat_split(num_rows, seed=config.split_seed, num_examples=num_examples,
+                      student_validation_size=config.student_validation_size,
+                      student_test_size=config.student_test_size,
+                      teacher_fraction=config.teacher_fraction)
+
+
 def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
                   num_examples: int = 1) -> ProtocolData:
     """Tokenize and split a data set; the teacher parts do not depend on num_examples.
@@ -136,10 +145,7 @@ def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
         smat.data).
     """
     encoded, _ = tokenize_with_stats(dataset, tokenizer, max_len=config.max_len)
-    splits = smat_split(len(dataset.texts), seed=config.split_seed, num_examples=num_examples,
-                        student_validation_size=config.student_validation_size,
-                        student_test_size=config.student_test_size,
-                        teacher_fraction=config.teacher_fraction)
+    splits = protocol_splits(config, len(dataset.texts), num_examples=num_examples)
     return ProtocolData(take(encoded, splits.teacher_train),
                         take(encoded, splits.teacher_validation),
                         take(encoded, splits.student.train),

@@ -1,6 +1,11 @@
-"""Human simulability study files (Lu et al., 2022) behind ``smat study score``: read a
-study's tasks and its annotators' answers, score them with
-:func:`smat.evaluation.human_study.score_study`, and render the paper's tables.
+"""Human simulability studies (Lu et al., 2022) behind ``smat study build|read|score``.
+
+*build*: choose samples of the model's held-out split (seeded, class-balanced; by default
+only those the model classifies correctly, the paper's setting), explain them, turn token
+scores into word scores (sub-word scores summed) and write one task per (sample, method, k)
+with its work packages (:mod:`smat.evaluation.study_tasks`). *read*: a model answers the
+tasks instead of people (hidden words become the mask token, or are dropped), one batched
+pass. *score*: :func:`smat.evaluation.human_study.score_study` and the paper's tables.
 
 Tasks are JSON lines with "task_id", "sample", "method", "k", "gold" and "classes"; answers
 are a CSV / TSV (by suffix) or JSON-lines file with one row per (worker, task), its columns
@@ -11,13 +16,183 @@ are reported and ignored.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from smat.data import TextDataset, token_word_ids, tokenize, tokenize_texts
 from smat.evaluation.human_study import StudyInputError, score_study
+from smat.evaluation.plausibility import word_level_scores
+from smat.evaluation.study_tasks import HIDDEN, assign_packages, shown_words
+from smat.jobs.explain import ExplainConfig, explain_data
+from smat.jobs.runs import DataConfig, load_examples, protocol_splits
+from smat.models import functional
+from smat.models.inference import predict_logits, predictions_from_logits
+from smat.store import model_store
+from smat.store.run_log import write_json_atomic
+
+SELECTIONS = ("correct", "misclassified", "all")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StudyConfig:
+    """Settings of a human simulability study (:func:`build_study`; Lu et al.'s defaults).
+
+    Attributes:
+      num_samples: samples in the study, an equal share per gold class.
+      ks: the top-k word settings.
+      selection: "correct" (samples the model classifies correctly, the paper's setting),
+        "misclassified" or "all".
+      annotators_per_task: people who label each task.
+      tasks_per_annotator: tasks in one person's work package.
+      seed: sample choice, package layout and order.
+      keep_punctuation: let punctuation-only words be among the shown top-k.
+      explain: the saliency methods (add "random" for the paper's baseline) and how they
+        run (ExplainConfig).
+    """
+
+    num_samples: int = 100
+    ks: tuple[int, ...] = (5, 10, 20, 30, 40)
+    selection: str = dataclasses.field(default="correct", metadata={"choices": SELECTIONS})
+    annotators_per_task: int = 5
+    tasks_per_annotator: int = 100
+    seed: int = 0
+    keep_punctuation: bool = False
+    explain: ExplainConfig
+
+    def __post_init__(self) -> None:
+        if self.num_samples < 1 or not self.ks or min(self.ks) < 1:
+            raise ValueError(f"StudyConfig needs num_samples >= 1 and ks >= 1; got "
+                             f"{self.num_samples} and {self.ks}")
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"StudyConfig.selection must be one of {SELECTIONS}, got "
+                             f"{self.selection!r}")
+        if self.explain.num_examples is not None:
+            raise ValueError("a study chooses its rows with num_samples, not num_examples="
+                             f"{self.explain.num_examples}")
+
+
+def held_out_texts(trained: model_store.TrainedModel) -> TextDataset:
+    """The texts and gold labels of the model's held-out test split (its protocol split)."""
+    if "data" not in trained.info:
+        raise ValueError("this model was saved without its data settings; build studies on "
+                         "a model trained by `smat train-teacher`")
+    config = DataConfig(**trained.info["data"])
+    dataset = load_examples(config)
+    rows = protocol_splits(config, len(dataset.texts)).student.test
+    return dataset.select(rows)
+
+
+def select_samples(gold: np.ndarray, predicted: np.ndarray, *, num_samples: int,
+                   selection: str, seed: int) -> np.ndarray:
+    """Row indices: an equal share of `num_samples` per gold class (the remainder to the
+    first classes), drawn without replacement (seeded) among the rows `selection` allows.
+
+    Raises:
+      ValueError: a class with too few eligible rows (naming the class and both counts).
+    """
+    eligible = {"correct": gold == predicted, "misclassified": gold != predicted,
+                "all": np.ones(len(gold), bool)}[selection]
+    classes = np.unique(gold)
+    shares = [num_samples // len(classes) + (c < num_samples % len(classes))
+              for c in range(len(classes))]
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for label, share in zip(classes, shares, strict=True):
+        pool = np.flatnonzero(eligible & (gold == label))
+        if len(pool) < share:
+            raise ValueError(f"class {label} has {len(pool)} {selection} rows; the study needs "
+                             f"{share}")
+        chosen.append(rng.choice(pool, size=share, replace=False))
+    return np.sort(np.concatenate(chosen))
+
+
+def build_study(trained: model_store.TrainedModel, config: StudyConfig) -> dict[str, Any]:
+    """Tasks, work packages and a manifest for a study of `trained`'s held-out split."""
+    data = held_out_texts(trained)
+    max_len = trained.info["max_len"]
+    encoded = tokenize(data, trained.tokenizer, max_len=max_len)
+    graphdef, params = functional.split(trained.model)
+    predicted = predictions_from_logits(predict_logits(graphdef, params, encoded), "classification")
+    rows = select_samples(np.asarray(data.labels), predicted, num_samples=config.num_samples,
+                          selection=config.selection, seed=config.seed)
+    texts = [data.texts[i] for i in rows]
+    explained = explain_data(trained, tokenize_texts(texts, trained.tokenizer, max_len=max_len),
+                             config.explain.explainers, ig_steps=config.explain.ig_steps,
+                             batch_size=config.explain.batch_size)
+    word_ids = token_word_ids(texts, trained.tokenizer, max_len=max_len)
+    words = [text.split() for text in texts]
+    width = max(len(w) for w in words)
+    names = list(data.label_names or [])
+    tasks = []
+    for method, scores in explained.scores.items():
+        word_scores, scored = word_level_scores(scores, word_ids, num_words=width)
+        word_scores = np.where(np.asarray(scored), np.asarray(word_scores, np.float64), np.nan)
+        for i, row in enumerate(rows):
+            for k in config.ks:
+                shown = shown_words(words[i], word_scores[i, :len(words[i])], k,
+                                    drop_punctuation=not config.keep_punctuation)
+                tasks.append({"task_id": f"s{int(row)}-{method}-k{k}", "sample": int(row),
+                              "method": method, "k": k, "text": " ".join(shown),
+                              "gold": names[data.labels[row]], "classes": names})
+    plan = assign_packages([t["sample"] for t in tasks],
+                           annotators_per_task=config.annotators_per_task,
+                           tasks_per_annotator=config.tasks_per_annotator, seed=config.seed)
+    cut = sum(len(w) - len(np.unique(ids[ids >= 0])) for w, ids in zip(words, word_ids,
+                                                                         strict=True))
+    if cut:
+        warnings.warn(f"{cut} words of the study's samples lie beyond max_len={max_len} "
+                      "tokens and are never shown", stacklevel=2)
+    manifest = {"config": dataclasses.asdict(config), "model_data": trained.info["data"],
+                "samples": rows.tolist(), "num_tasks": len(tasks),
+                "num_annotators": int(plan.annotator.max()) + 1, "words_cut_by_max_len": cut}
+    return {"tasks": tasks, "packages": [
+        {"annotator": int(a), "position": int(p), "task_id": tasks[t]["task_id"]}
+        for p, (a, t) in enumerate(zip(plan.annotator, plan.task, strict=True))],
+        "manifest": manifest}
+
+
+def write_study(study: dict[str, Any], output_dir: str | Path) -> None:
+    """``tasks.jsonl`` (everything the scorer needs), ``tasks.csv`` (task id, text and the
+    answer options: what a crowdsourcing platform shows), ``packages.csv`` and
+    ``manifest.json``."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "tasks.jsonl").write_text(
+        "".join(json.dumps(t) + "\n" for t in study["tasks"]))
+    with (output_dir / "tasks.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["task_id", "text", "options"])
+        for t in study["tasks"]:
+            writer.writerow([t["task_id"], t["text"], "|".join(t["classes"])])
+    with (output_dir / "packages.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["annotator", "position", "task_id"])
+        writer.writeheader()
+        writer.writerows(study["packages"])
+    write_json_atomic(output_dir / "manifest.json", study["manifest"])
+
+
+def machine_answers(reader: model_store.TrainedModel, tasks: Sequence[dict[str, Any]], *,
+                    name: str, hidden: str = "mask") -> list[dict[str, Any]]:
+    """A model's answers to the tasks, read from their shown text with every hidden word
+    as the mask token (``hidden="mask"``) or left out (``"drop"``), in one batched pass."""
+    if hidden not in ("mask", "drop"):
+        raise ValueError(f"hidden must be 'mask' or 'drop', got {hidden!r}")
+    mask_token = reader.tokenizer.mask_token
+    texts = [" ".join(mask_token if w == HIDDEN else w for w in t["text"].split()
+                      if hidden == "mask" or w != HIDDEN) for t in tasks]
+    encoded = tokenize_texts(texts, reader.tokenizer, max_len=reader.info["max_len"])
+    graphdef, params = functional.split(reader.model)
+    predicted = predictions_from_logits(predict_logits(graphdef, params, encoded),
+                                        "classification")
+    names = list(reader.info.get("label_names") or [])
+    return [{"worker": name, "task_id": t["task_id"], "answer": names[int(p)]}
+            for t, p in zip(tasks, predicted, strict=True)]
 
 TASK_FIELDS = ("task_id", "sample", "method", "k", "gold", "classes")
 
@@ -75,6 +250,9 @@ def study_tables(report: dict[str, Any]) -> str:
     lines += ["", "| method | flips | aids |", "|---|---|---|"]
     lines += [f"| {m} | {report['flips'][m]} | {report['aids'][m]} |"
               for m in report["methods"]]
+    if "spearman_with_compared" in report:
+        lines += ["", f"Spearman rho of the method scores with the compared study: "
+                      f"{report['spearman_with_compared']:.3f}"]
     return "\n".join(lines)
 
 
