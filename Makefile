@@ -9,7 +9,7 @@ CONSTRAINTS := constraints.txt
 JAX ?= 0.10.1
 LOCK_VENV := .venv-lock
 
-.PHONY: demo test lint bench lock check-constraints clean
+.PHONY: demo test lint bench lock check-constraints clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,16 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check smat baselines tests benchmarks experiments scripts
 
-test: lint
+# The annotation-page test drives Debian's chromium with its driver (installed when missing;
+# without them that one test skips and says why).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+	  (apt-get update -q >/dev/null 2>&1 && \
+	   apt-get install -y -q chromium chromium-driver >/dev/null 2>&1) || \
+	  echo "could not install chromium: the annotation-page browser test will skip"
+
+test: lint browser
 	$(BIN)/python -m pytest -m "not slow and not multidevice" -q
 	XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q
 

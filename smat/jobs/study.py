@@ -29,6 +29,7 @@ from smat.data import TextDataset, token_word_ids, tokenize, tokenize_texts
 from smat.evaluation.human_study import StudyInputError, score_study
 from smat.evaluation.plausibility import word_level_scores
 from smat.evaluation.study_tasks import HIDDEN, assign_packages, shown_words
+from smat.jobs.annotation_page import write_annotation_pages
 from smat.jobs.explain import ExplainConfig, explain_data
 from smat.jobs.runs import DataConfig, load_examples, protocol_splits
 from smat.models import functional
@@ -159,8 +160,9 @@ def build_study(trained: model_store.TrainedModel, config: StudyConfig) -> dict[
 
 def write_study(study: dict[str, Any], output_dir: str | Path) -> None:
     """``tasks.jsonl`` (everything the scorer needs), ``tasks.csv`` (task id, text and the
-    answer options: what a crowdsourcing platform shows), ``packages.csv`` and
-    ``manifest.json``."""
+    answer options: what a crowdsourcing platform shows), ``packages.csv``,
+    ``manifest.json`` and one annotation page per work package under ``pages/``
+    (:mod:`smat.jobs.annotation_page`)."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "tasks.jsonl").write_text(
@@ -175,6 +177,7 @@ def write_study(study: dict[str, Any], output_dir: str | Path) -> None:
         writer.writeheader()
         writer.writerows(study["packages"])
     write_json_atomic(output_dir / "manifest.json", study["manifest"])
+    write_annotation_pages(study, output_dir, name=output_dir.name)
 
 
 def machine_answers(reader: model_store.TrainedModel, tasks: Sequence[dict[str, Any]], *,
