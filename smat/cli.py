@@ -469,6 +469,7 @@ def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
     build.add_argument("--output-dir", default="runs/study",
                        help="tasks.jsonl, tasks.csv, packages.csv, manifest.json go here")
     build.set_defaults(run=_study_build)
+    _add_runtime_flags(build)
     read = actions.add_parser("read", help="a model answers the tasks (a machine reader)")
     read.add_argument("--model", required=True, help="the reading model's folder")
     read.add_argument("--tasks", required=True, help="tasks.jsonl of `smat study build`")
@@ -477,6 +478,7 @@ def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
                       help="hidden words become the mask token, or are left out")
     read.add_argument("--output", default="runs/study/answers.jsonl")
     read.set_defaults(run=_study_read)
+    _add_runtime_flags(read)
     score = actions.add_parser("score", help="majority vote, accuracy per k, difficulty-"
                                              "weighted scores, Flips and Aids")
     score.add_argument("--tasks", required=True, help="the study's tasks (JSON lines)")
