@@ -415,11 +415,23 @@ def _attack(args: argparse.Namespace) -> int:
 
 
 def _study_score(args: argparse.Namespace) -> int:
-    from smat.jobs.study import score_files, study_tables
+    from smat.evaluation.human_study import plot_accuracy
+    from smat.jobs.study import score_files, score_voted_file, study_tables
     from smat.store.run_log import write_json_atomic
 
-    report = score_files(args.tasks, args.answers, lenient=args.lenient,
-                         columns=(args.worker_column, args.task_column, args.answer_column))
+    if (args.answers is None) == (args.voted is None):
+        raise ValueError("give either --answers (per-annotator) or --voted (a majority-voted "
+                         "table), with --tasks for --answers")
+    if args.voted is not None:
+        report = score_voted_file(args.voted, columns=args.voted_columns)
+    else:
+        if args.tasks is None:
+            raise ValueError("--answers needs --tasks (the study's tasks.jsonl)")
+        report = score_files(args.tasks, args.answers, lenient=args.lenient,
+                             columns=(args.worker_column, args.task_column,
+                                      args.answer_column),
+                             min_seconds=args.min_seconds,
+                             drop_all_dont_know=not args.keep_all_dont_know)
     if args.compare is not None:
         from smat.evaluation.human_study import score_rank_correlation
 
@@ -427,6 +439,7 @@ def _study_score(args: argparse.Namespace) -> int:
         report["spearman_with_compared"] = score_rank_correlation(report["score"],
                                                                   other["score"])
     table = study_tables(report)
+    plot_accuracy(report, Path(args.output_dir) / "accuracy.png")
     write_json_atomic(Path(args.output_dir) / "study.json", report)
     (Path(args.output_dir) / "study.md").write_text(table + "\n")
     print(table)
@@ -481,9 +494,19 @@ def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
     _add_runtime_flags(read)
     score = actions.add_parser("score", help="majority vote, accuracy per k, difficulty-"
                                              "weighted scores, Flips and Aids")
-    score.add_argument("--tasks", required=True, help="the study's tasks (JSON lines)")
-    score.add_argument("--answers", required=True,
+    score.add_argument("--tasks", default=None, help="the study's tasks (JSON lines)")
+    score.add_argument("--answers", default=None,
                        help="per-annotator answers (.csv, .tsv or .jsonl)")
+    score.add_argument("--voted", default=None,
+                       help="instead of --tasks / --answers: a majority-voted table, one "
+                            "row per sample, method and k with a 0/1 correct column")
+    score.add_argument("--voted-columns", nargs=4, default=["sample", "method", "k", "correct"],
+                       metavar=("SAMPLE", "METHOD", "K", "CORRECT"),
+                       help="its column names (default: sample method k correct)")
+    score.add_argument("--min-seconds", type=float, default=None,
+                       help="drop workers whose median time per task is below this")
+    score.add_argument("--keep-all-dont-know", action="store_true",
+                       help="keep workers who answered only \"I don't know\" (default: drop)")
     score.add_argument("--worker-column", default="worker")
     score.add_argument("--task-column", default="task_id")
     score.add_argument("--answer-column", default="answer")

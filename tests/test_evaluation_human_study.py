@@ -6,11 +6,15 @@ from smat.evaluation.human_study import (
     StudyInputError,
     accuracies,
     difficulty_weights,
+    filter_workers,
+    fleiss_kappa,
     flips,
     flips_and_aids,
     majority_correct,
     method_scores,
+    plot_accuracy,
     score_rank_correlation,
+    score_recognized,
     score_study,
 )
 
@@ -113,3 +117,44 @@ def test_rank_correlation_between_two_studies():
     assert score_rank_correlation(humans, machine) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="3 or more shared methods"):
         score_rank_correlation({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 0.0})
+
+
+def test_worker_filters():
+    answers = [{"worker": "fast", "task_id": "t1", "answer": "pos", "seconds": 0.2},
+               {"worker": "fast", "task_id": "t2", "answer": "pos", "seconds": 0.4},
+               {"worker": "idk", "task_id": "t1", "answer": DONT_KNOW, "seconds": 5},
+               {"worker": "ok", "task_id": "t1", "answer": "neg", "seconds": 3}]
+    kept, dropped = filter_workers(answers, min_seconds=1.0)
+    assert [r["worker"] for r in kept] == ["ok"]
+    assert dropped == {"fast": "median 0.30 s per task < 1.0 s",
+                       "idk": "answered only \"I don't know\" (1 tasks)"}
+    assert len(filter_workers(answers, drop_all_dont_know=False)[0]) == 4
+    with pytest.raises(StudyInputError, match="worker w has answers without 'seconds'"):
+        filter_workers([{"worker": "w", "task_id": "t", "answer": "pos"}], min_seconds=1)
+
+
+def test_fleiss_kappa_by_hand():
+    # P = (1 + 1/3) / 2 = 2/3; chance = (5/6)^2 + (1/6)^2 = 13/18; kappa = -0.2
+    assert fleiss_kappa([["a", "a", "a"], ["a", "a", "b"], ["a"]]) == pytest.approx(-0.2)
+    assert fleiss_kappa([["a", "a"], ["b", "b"]]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="2 or more answers"):
+        fleiss_kappa([["a"]])
+
+
+def test_an_already_voted_table_scores_like_the_answers(tmp_path):
+    tasks, answers = _study()
+    from_answers = score_study(tasks, answers)
+    votes = {}
+    for row in answers:
+        votes.setdefault(row["task_id"], []).append(row["answer"])
+    rows = [{"sample": t["sample"], "method": t["method"], "k": t["k"],
+             "correct": majority_correct(votes[t["task_id"]], t["gold"])} for t in tasks]
+    assert score_recognized(rows) == from_answers
+    bad = [dict(rows[0]), {**rows[1], "correct": "yes"}] + rows[2:] + [dict(rows[0])]
+    with pytest.raises(StudyInputError, match="1 'correct' values other than 0 or 1; 1 "
+                                              "repeated .* rows"):
+        score_recognized(bad)
+    with pytest.raises(StudyInputError, match="1 missing"):
+        score_recognized(rows[1:])
+    figure = plot_accuracy(from_answers, tmp_path / "acc.png")
+    assert (tmp_path / "acc.png").stat().st_size > 0 and len(figure.axes[0].lines) == 2

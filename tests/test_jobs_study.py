@@ -98,3 +98,30 @@ def test_build_read_and_score_a_study_on_the_tiny_teacher(tiny_teacher, tmp_path
     assert main(["study", "build", "--model", model, "--explainers", "gradient",
                  "--num-examples", "5"]) == 2
     assert "not num_examples=5" in capsys.readouterr().err
+
+
+def test_score_a_voted_table_and_filter_fast_workers(tmp_path, capsys):
+    tasks, answers = _study()
+    _write(tmp_path, tasks, answers)  # every answer took 3 s
+    out = tmp_path / "out"
+    assert main(["study", "score", "--tasks", str(tmp_path / "tasks.jsonl"), "--answers",
+                 str(tmp_path / "answers.csv"), "--min-seconds", "5",
+                 "--output-dir", str(out)]) == 2
+    assert "dropped every worker" in capsys.readouterr().err  # 3 s < 5 s for everyone
+    assert main(["study", "score", "--tasks", str(tmp_path / "tasks.jsonl"), "--answers",
+                 str(tmp_path / "answers.csv"), "--min-seconds", "1",
+                 "--output-dir", str(out)]) == 0
+    report = json.loads((out / "study.json").read_text())
+    assert report["dropped_workers"] == {} and -1 <= report["fleiss_kappa"] <= 1
+    assert (out / "accuracy.png").stat().st_size > 0
+    voted = tmp_path / "voted.tsv"
+    rows = ["s\tm\tk\tok"] + [f"{t['sample']}\t{t['method']}\t{t['k']}\t"
+                              f"{int(t['method'] == 'ig' or (t['sample'] == 0 and t['k'] == 5))}"
+                              for t in tasks]
+    voted.write_text("\n".join(rows) + "\n")
+    assert main(["study", "score", "--voted", str(voted), "--voted-columns", "s", "m", "k",
+                 "ok", "--output-dir", str(tmp_path / "v")]) == 0
+    from_table = json.loads((tmp_path / "v" / "study.json").read_text())
+    assert from_table["score"] == report["score"]
+    assert main(["study", "score", "--voted", str(voted), "--answers", "x"]) == 2
+    assert "either --answers" in capsys.readouterr().err

@@ -9,6 +9,8 @@ answer "I don't know"). With answers collected per task (sample i, method j, k):
 - Eq. 2, difficulty-weighted score: s_j = sum_k w_k p_jk with
   w_k = (sum_j sum_k' p_jk') / (K^2 sum_j p_jk), so a k where every method is less accurate
   (a harder k) weighs more, and the weights average to 1 over the K settings when p is flat;
+- inter-annotator agreement: Fleiss' kappa over the tasks' answers; workers who answer
+  too fast or only "I don't know" can be filtered out first;
 - Flip: a sample is flipped for method j when it is recognized at some k1 and not at a
   larger k2 (showing more words hurt); Aids (Table 7): N - Flips - the samples recognized
   at every k.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -148,26 +151,14 @@ def score_study(tasks: Sequence[Mapping[str, Any]],
     votes: dict[Any, list[Any]] = {t["task_id"]: [] for t in tasks}
     for row in kept:
         votes[row["task_id"]].append(row["answer"])
-    samples = sorted({t["sample"] for t in tasks}, key=str)
-    methods = list(dict.fromkeys(t["method"] for t in tasks))
-    ks = sorted({int(t["k"]) for t in tasks})
+    samples, methods, ks, cell_of = _grid(tasks)
     recognized = np.full((len(samples), len(methods), len(ks)), -1)
-    index = ({s: i for i, s in enumerate(samples)}, {m: j for j, m in enumerate(methods)},
-             {k: i for i, k in enumerate(ks)})
     for t in tasks:
-        cell = (index[0][t["sample"]], index[1][t["method"]], index[2][int(t["k"])])
-        recognized[cell] = majority_correct(votes[t["task_id"]], t["gold"])
+        recognized[cell_of(t)] = majority_correct(votes[t["task_id"]], t["gold"])
     if (recognized < 0).any():
         raise StudyInputError(f"{int((recognized < 0).sum())} (sample, method, k) cells have "
                               "no task; every sample needs every method at every k")
-    p = accuracies(recognized)
-    flipped, aided = flips_and_aids(recognized)
-    return {"methods": methods, "ks": ks, "num_samples": len(samples),
-            "accuracy": {m: p[j].tolist() for j, m in enumerate(methods)},
-            "weights": difficulty_weights(p).tolist(),
-            "score": dict(zip(methods, method_scores(p).tolist(), strict=True)),
-            "flips": dict(zip(methods, flipped.tolist(), strict=True)),
-            "aids": dict(zip(methods, aided.tolist(), strict=True))}
+    return _scores(recognized, samples, methods, ks)
 
 
 def score_rank_correlation(first: Mapping[str, float], second: Mapping[str, float]) -> float:
@@ -184,3 +175,126 @@ def score_rank_correlation(first: Mapping[str, float], second: Mapping[str, floa
 
     return float(stats.spearmanr([first[m] for m in shared],
                                  [second[m] for m in shared]).statistic)
+
+
+def filter_workers(answers: Sequence[Mapping[str, Any]], *, min_seconds: float | None = None,
+                   drop_all_dont_know: bool = True
+                   ) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
+    """Drop every answer of workers who answered too fast (median seconds per task below
+    `min_seconds`; needs a "seconds" field) or only "I don't know".
+
+    Returns:
+      The kept answers and {dropped worker: why}.
+
+    Raises:
+      StudyInputError: `min_seconds` given but an answer has no "seconds".
+    """
+    by_worker: dict[Any, list[Mapping[str, Any]]] = {}
+    for row in answers:
+        by_worker.setdefault(row["worker"], []).append(row)
+    dropped = {}
+    for worker, rows in by_worker.items():
+        if min_seconds is not None:
+            if any("seconds" not in r or r["seconds"] in ("", None) for r in rows):
+                raise StudyInputError(f"worker {worker} has answers without 'seconds'; "
+                                      "filtering by speed needs the answer times")
+            median = float(np.median([float(r["seconds"]) for r in rows]))
+            if median < min_seconds:
+                dropped[str(worker)] = f"median {median:.2f} s per task < {min_seconds} s"
+                continue
+        if drop_all_dont_know and all(r["answer"] == DONT_KNOW for r in rows):
+            dropped[str(worker)] = f"answered only {DONT_KNOW!r} ({len(rows)} tasks)"
+    return [r for r in answers if str(r["worker"]) not in dropped], dropped
+
+
+def fleiss_kappa(labels_per_task: Sequence[Sequence[Hashable]]) -> float:
+    """Fleiss' kappa of the answers to each task (tasks with fewer than 2 answers are left
+    out; "I don't know" is a category). Tasks may have different numbers of answers: each
+    task's agreement uses its own count, the usual generalization.
+
+    Raises:
+      ValueError: no task with 2 or more answers.
+    """
+    tasks = [list(t) for t in labels_per_task if len(t) >= 2]
+    if not tasks:
+        raise ValueError("inter-annotator agreement needs tasks with 2 or more answers")
+    categories = sorted({a for t in tasks for a in t}, key=str)
+    counts = np.array([[t.count(c) for c in categories] for t in tasks], np.float64)
+    n = counts.sum(axis=1)
+    agreement = ((counts * (counts - 1)).sum(axis=1) / (n * (n - 1))).mean()
+    shares = counts.sum(axis=0) / counts.sum()
+    chance = float((shares ** 2).sum())
+    return 1.0 if chance == 1.0 else float((agreement - chance) / (1 - chance))
+
+
+def score_recognized(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Scores from an already majority-voted table: one row per (sample, method, k) with
+    "sample", "method", "k" and "correct" (0 / 1), e.g. a study run elsewhere.
+
+    Raises:
+      StudyInputError: a (sample, method, k) cell given twice or missing, or a "correct"
+        value that is not 0 or 1 (each counted).
+    """
+    samples, methods, ks, cell_of = _grid(rows)
+    recognized = np.full((len(samples), len(methods), len(ks)), -1)
+    problems: Counter[str] = Counter()
+    given: set[tuple[int, int, int]] = set()
+    for r in rows:
+        cell = cell_of(r)
+        if cell in given:
+            problems["repeated (sample, method, k) rows"] += 1
+        elif str(r["correct"]).strip() not in ("0", "1"):
+            problems["'correct' values other than 0 or 1"] += 1
+        else:
+            recognized[cell] = int(str(r["correct"]).strip())
+        given.add(cell)
+    if len(given) < recognized.size:
+        problems["missing (sample, method, k) cells"] += recognized.size - len(given)
+    if problems:
+        raise StudyInputError("; ".join(f"{n} {kind}" for kind, n in problems.items()))
+    return _scores(recognized, samples, methods, ks)
+
+
+def _grid(rows: Sequence[Mapping[str, Any]]):
+    """The samples, methods (in first-seen order) and sorted ks of task-like rows, and a
+    function from a row to its (sample, method, k) cell of the A array."""
+    samples = sorted({r["sample"] for r in rows}, key=str)
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    ks = sorted({int(r["k"]) for r in rows})
+    index = ({s: i for i, s in enumerate(samples)}, {m: j for j, m in enumerate(methods)},
+             {k: i for i, k in enumerate(ks)})
+
+    def cell_of(row: Mapping[str, Any]) -> tuple[int, int, int]:
+        return index[0][row["sample"]], index[1][row["method"]], index[2][int(row["k"])]
+
+    return samples, methods, ks, cell_of
+
+
+def _scores(recognized: np.ndarray, samples: list, methods: list, ks: list) -> dict[str, Any]:
+    p = accuracies(recognized)
+    flipped, aided = flips_and_aids(recognized)
+    return {"methods": methods, "ks": ks, "num_samples": len(samples),
+            "accuracy": {m: p[j].tolist() for j, m in enumerate(methods)},
+            "weights": difficulty_weights(p).tolist(),
+            "score": dict(zip(methods, method_scores(p).tolist(), strict=True)),
+            "flips": dict(zip(methods, flipped.tolist(), strict=True)),
+            "aids": dict(zip(methods, aided.tolist(), strict=True))}
+
+
+def plot_accuracy(report: Mapping[str, Any], path: str | Path):
+    """Accuracy against k, one line per method (Lu et al.'s view of Table 3). Returns the
+    ``matplotlib.figure.Figure``."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 3.5))
+    ax = fig.add_subplot()
+    for method in report["methods"]:
+        ax.plot(report["ks"], [100 * p for p in report["accuracy"][method]], marker="o",
+                label=f"{method} ({100 * report['score'][method]:.1f})")
+    ax.set_xlabel("words shown (k)")
+    ax.set_ylabel("accuracy (%)")
+    ax.legend(fontsize=7, title="method (score)", title_fontsize=7)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return fig

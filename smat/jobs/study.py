@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 
 from smat.data import TextDataset, token_word_ids, tokenize, tokenize_texts
-from smat.evaluation.human_study import StudyInputError, score_study
+from smat.evaluation.human_study import (
+    StudyInputError,
+    check_answers,
+    filter_workers,
+    fleiss_kappa,
+    score_recognized,
+    score_study,
+)
 from smat.evaluation.plausibility import word_level_scores
 from smat.evaluation.study_tasks import HIDDEN, assign_packages, shown_words
 from smat.jobs.annotation_page import write_annotation_pages
@@ -222,8 +229,9 @@ def read_tasks(path: str | Path) -> list[dict[str, Any]]:
 
 
 def read_answers(path: str | Path, *, worker: str = "worker", task_id: str = "task_id",
-                 answer: str = "answer") -> list[dict[str, Any]]:
-    """Per-annotator answers, renamed to "worker", "task_id" and "answer".
+                 answer: str = "answer", keep: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Per-annotator answers, renamed to "worker", "task_id" and "answer" (plus the `keep`
+    columns, e.g. "seconds" for filtering by speed).
 
     Raises:
       StudyInputError: a named column that the file does not have.
@@ -232,7 +240,8 @@ def read_answers(path: str | Path, *, worker: str = "worker", task_id: str = "ta
     """
     rows = _rows(Path(path))
     found = list(rows[0]) if rows else []
-    wanted = {"worker": worker, "task_id": task_id, "answer": answer}
+    wanted = {"worker": worker, "task_id": task_id, "answer": answer,
+              **{column: column for column in keep}}
     absent = [column for column in wanted.values() if column not in found]
     if absent:
         raise StudyInputError(f"{path} has no column(s) {absent}; its columns are {found}")
@@ -253,6 +262,12 @@ def study_tables(report: dict[str, Any]) -> str:
     lines += ["", "| method | flips | aids |", "|---|---|---|"]
     lines += [f"| {m} | {report['flips'][m]} | {report['aids'][m]} |"
               for m in report["methods"]]
+    if report.get("fleiss_kappa") is not None:
+        lines += ["", f"Fleiss' kappa over {report['num_answers']} answers: "
+                      f"{report['fleiss_kappa']:.3f}"]
+    if report.get("dropped_workers"):
+        lines += ["", "Dropped workers: " + "; ".join(
+            f"{w} ({why})" for w, why in report["dropped_workers"].items())]
     if "spearman_with_compared" in report:
         lines += ["", f"Spearman rho of the method scores with the compared study: "
                       f"{report['spearman_with_compared']:.3f}"]
@@ -260,9 +275,38 @@ def study_tables(report: dict[str, Any]) -> str:
 
 
 def score_files(tasks: str | Path, answers: str | Path, *, columns: Sequence[str] = (
-        "worker", "task_id", "answer"), lenient: bool = False) -> dict[str, Any]:
-    """Read and score a study (:func:`score_study`)."""
+        "worker", "task_id", "answer"), lenient: bool = False, min_seconds: float | None = None,
+        drop_all_dont_know: bool = True) -> dict[str, Any]:
+    """Read, filter and score a study (:func:`score_study`); adds Fleiss' kappa of the kept
+    answers and the dropped workers with their reasons."""
     worker, task_id, answer = columns
-    return score_study(read_tasks(tasks),
-                       read_answers(answers, worker=worker, task_id=task_id, answer=answer),
-                       lenient=lenient)
+    task_rows = read_tasks(tasks)
+    rows = read_answers(answers, worker=worker, task_id=task_id, answer=answer,
+                        keep=("seconds",) if min_seconds is not None else ())
+    rows = check_answers(task_rows, rows, lenient=lenient)
+    kept, dropped = filter_workers(rows, min_seconds=min_seconds,
+                                   drop_all_dont_know=drop_all_dont_know)
+    if not kept:
+        raise StudyInputError(f"the filters dropped every worker: {dropped}")
+    report = score_study(task_rows, kept)
+    votes: dict[Any, list[Any]] = {}
+    for row in kept:
+        votes.setdefault(row["task_id"], []).append(row["answer"])
+    several = [v for v in votes.values() if len(v) >= 2]
+    report.update(dropped_workers=dropped, num_answers=len(kept),
+                  fleiss_kappa=fleiss_kappa(several) if several else None)
+    return report
+
+
+def score_voted_file(path: str | Path, *, columns: Sequence[str] = (
+        "sample", "method", "k", "correct")) -> dict[str, Any]:
+    """Score an already majority-voted table (CSV / TSV / JSON lines; one row per sample,
+    method and k with a 0 / 1 correct column), e.g. a study run elsewhere."""
+    sample, method, k, correct = columns
+    rows = _rows(Path(path))
+    found = list(rows[0]) if rows else []
+    absent = [c for c in columns if c not in found]
+    if absent:
+        raise StudyInputError(f"{path} has no column(s) {absent}; its columns are {found}")
+    return score_recognized([{"sample": r[sample], "method": r[method], "k": r[k],
+                              "correct": r[correct]} for r in rows])
