@@ -88,11 +88,13 @@ def family_explanations(trained: model_store.TrainedModel, data: Encoded, family
     graphdef, params = functional.split(trained.model)
 
     def explain_batch(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
+        # the trained model's class, once per batch (the cut columns are padding)
+        target = jnp.argmax(batch_logits(graphdef, params, batch.input_ids,
+                                         batch.attention_mask, batch.token_type_ids), axis=-1)
         outputs = {}
         for name in explainers:
             source = full if registry.spec(name).batch_independent else batch
             args = (source.input_ids, source.attention_mask, source.token_type_ids)
-            target = jnp.argmax(batch_logits(graphdef, params, *args), axis=-1)
             outputs[name] = _family_scores(graphdef, family, *args, target, name=name,
                                            ig_steps=ig_steps, row_ids=rows)
         return outputs
