@@ -52,6 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--output", type=Path, default=RESULT_FILE)
     args = parser.parse_args()
 
     import torch
@@ -65,15 +66,16 @@ def main() -> None:
     graphdef, params = functional.split(model.encoder)
     inputs = [jax.device_put(batch[k]) for k in ("input_ids", "attention_mask",
                                                  "token_type_ids")]
-    hf = BertModel.from_pretrained(str(folder)).eval()
-    torch_inputs = {k: torch.tensor(v) for k, v in batch.items()}
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    hf = BertModel.from_pretrained(str(folder)).eval().to(device)
+    torch_inputs = {k: torch.tensor(v, device=device) for k, v in batch.items()}
 
     def run_smat() -> np.ndarray:
         return np.asarray(jax.block_until_ready(_smat_forward(graphdef, params, *inputs)))
 
     def run_hf() -> np.ndarray:
         with torch.inference_mode():
-            return hf(**torch_inputs).last_hidden_state.numpy()
+            return hf(**torch_inputs).last_hidden_state.cpu().numpy()
 
     mask = batch["attention_mask"].astype(bool)
     max_abs_diff = float(np.abs(run_smat()[mask] - run_hf()[mask]).max())
@@ -102,7 +104,8 @@ def main() -> None:
         "jax_backend": jax.default_backend(), "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
     }
-    write_json_atomic(RESULT_FILE, result)
+    result["torch_device"] = device
+    write_json_atomic(args.output, result)
     print(f"smat: {throughput['smat']:.1f} seq/s (median {median['smat'] * 1e3:.1f} ms)")
     print(f"HF PyTorch: {throughput['hf']:.1f} seq/s (median {median['hf'] * 1e3:.1f} ms)")
     print(f"max |smat - HF| on real tokens: {max_abs_diff:.2e}")

@@ -109,6 +109,21 @@ def ig_matmul_flops(config, batch_size: int, seq_len: int, n_steps: int) -> floa
     return float(n_steps * config.num_layers * batch_size * seq_len * per_token)
 
 
+def torch_device() -> str:
+    """"cuda" when PyTorch sees a GPU (the peer then runs on it too), else "cpu"."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def torch_synchronize() -> None:
+    """Wait for queued GPU work, so a wall-clock timer measures it (no-op on CPU)."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 # ------------------------------------------------------------------ workers
 
 
@@ -157,9 +172,10 @@ def worker_smat(args) -> dict:
     return result
 
 
-def torch_classifier(model, smoke: bool):
+def torch_classifier(model, smoke: bool, device: str = "cpu"):
     """The same classifier in PyTorch: HF ``BertModel`` (MiniLM weights, or a random tiny
-    one) + the smat model's mean-pool / linear head. Returns ``(forward(x, mask), hf)``."""
+    one) + the smat model's mean-pool / linear head, on `device`. Returns
+    ``(forward(x, mask), hf)``."""
     import torch
     from transformers import BertModel
 
@@ -182,6 +198,8 @@ def torch_classifier(model, smoke: bool):
     with torch.no_grad():
         head.weight.copy_(torch.from_numpy(kernel.T.copy()))
         head.bias.copy_(torch.from_numpy(np.array(model.classifier.bias[...])))
+    hf.to(device)
+    head.to(device)
 
     def forward(x, mask):
         hidden = hf(inputs_embeds=x, attention_mask=mask).last_hidden_state
@@ -197,10 +215,12 @@ def worker_captum(args) -> dict:
 
     torch.set_num_threads(os.cpu_count())
     model, tokenizer, _ = smat_classifier(args.smoke)
-    forward, hf = torch_classifier(model, args.smoke)
+    device = torch_device()
+    forward, hf = torch_classifier(model, args.smoke, device=device)
     ids = torch.from_numpy(token_batch(tokenizer, batch_size=args.batch_size,
                                        seq_len=args.seq_len,
                                        vocab_size=tokenizer.vocab_size).astype(np.int64))
+    ids = ids.to(device)
     mask = torch.ones_like(ids)
 
     x = hf.embeddings.word_embeddings(ids).detach()
@@ -214,9 +234,11 @@ def worker_captum(args) -> dict:
                             method="gausslegendre", internal_batch_size=batch_rows)
 
     explain(2)  # warm-up
+    torch_synchronize()
     rss = _reset_peak()
     start = time.perf_counter()
     explain(args.n_steps)
+    torch_synchronize()
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "peak_mib": (_status_kib("VmHWM") - rss) / 1024}
 
@@ -247,8 +269,13 @@ def worker_torch_matmul(args) -> dict:
 
     torch.set_num_threads(os.cpu_count())
     n = 1024 if args.smoke else 2048
-    a = torch.randn(n, n, dtype=torch.float32)
-    return {"gflops": _matmul_gflops(n, lambda: a @ a)}
+    a = torch.randn(n, n, dtype=torch.float32, device=torch_device())
+
+    def product():
+        a @ a
+        torch_synchronize()
+
+    return {"gflops": _matmul_gflops(n, product)}
 
 
 WORKERS = {"smat": worker_smat, "captum": worker_captum, "matmul": worker_matmul,

@@ -31,7 +31,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from ig_vs_captum import smat_classifier, token_batch, torch_classifier
+from ig_vs_captum import (
+    smat_classifier,
+    token_batch,
+    torch_classifier,
+    torch_device,
+    torch_synchronize,
+)
 
 from smat.store.run_log import write_json_atomic
 
@@ -76,13 +82,15 @@ def worker_captum(args) -> dict:
 
     torch.set_num_threads(os.cpu_count())
     model, tokenizer, _ = smat_classifier(args.smoke)
-    forward, hf = torch_classifier(model, args.smoke)
+    device = torch_device()
+    forward, hf = torch_classifier(model, args.smoke, device=device)
     ids = torch.from_numpy(token_batch(tokenizer, batch_size=args.sentences,
                                        seq_len=args.seq_len,
                                        vocab_size=tokenizer.vocab_size).astype(np.int64))
+    ids = ids.to(device)
     explainers = {"lime": Lime(forward, interpretable_model=SkLearnLinearRegression()),
                   "kernel_shap": KernelShap(forward)}
-    feature_mask = torch.arange(args.seq_len)[None, :, None]
+    feature_mask = torch.arange(args.seq_len, device=device)[None, :, None]
     seconds = {}
     with torch.no_grad():
         for method, explainer in explainers.items():
@@ -96,9 +104,11 @@ def worker_captum(args) -> dict:
                     n_samples=args.n_samples, perturbations_per_eval=args.chunk_size)
 
             explain(ids[:1])  # warm-up
+            torch_synchronize()
             start = time.perf_counter()
             for i in range(len(ids)):
                 explain(ids[i:i + 1])
+            torch_synchronize()
             seconds[method] = time.perf_counter() - start
     return seconds
 

@@ -283,7 +283,8 @@ def _explain(args: argparse.Namespace) -> int:
     config = _build_config(ExplainConfig, args)
     texts = [line for line in Path(args.texts).read_text().splitlines() if line.strip()]
     explanations = explain_texts(args.model, texts, config.explainers,
-                                 ig_steps=config.ig_steps, batch_size=config.batch_size)
+                                 ig_steps=config.ig_steps, batch_size=config.batch_size,
+                                 precision=config.precision)
     label_names = load(args.model).info.get("label_names") or ()
     print(json.dumps(write_explanations(explanations, args.output_dir, texts=texts,
                                         label_names=label_names), indent=2))
@@ -318,7 +319,7 @@ def _faithfulness(args: argparse.Namespace) -> int:
     from smat.store.model_store import load
 
     config = _build_config(FaithfulnessConfig, args)
-    trained = load(args.model)
+    trained = load(args.model, precision=config.explain.precision)
     data = held_out_split(trained, num_examples=config.explain.num_examples)
     report = faithfulness_report(trained, data, config.explain.explainers, bins=config.bins,
                                  replacement=config.replacement,
@@ -345,7 +346,8 @@ def _agreement(args: argparse.Namespace) -> int:
     if short:
         raise ValueError(f"--variant {short[0]} names no model folder; write --variant NAME "
                          "MODEL [MODEL ...]")
-    models = {name: [load(path) for path in paths] for name, paths in variants.items()}
+    models = {name: [load(path, precision=config.explain.precision) for path in paths]
+              for name, paths in variants.items()}
     first = next(iter(models.values()))[0]
     groups = None
     if config.groups is None:
@@ -385,7 +387,7 @@ def _sanity(args: argparse.Namespace) -> int:
     from smat.store.run_log import write_json_atomic
 
     config = _build_config(SanityConfig, args)
-    trained = load(args.model)
+    trained = load(args.model, precision=config.explain.precision)
     data = held_out_split(trained, num_examples=config.explain.num_examples)
     output = Path(args.output_dir)
     report = sanity_report(trained, data, config, plot_path=output / f"sanity_{config.mode}.png")
@@ -403,7 +405,7 @@ def _attack(args: argparse.Namespace) -> int:
     from smat.store.run_log import write_json_atomic
 
     config = _build_config(AttackConfig, args)
-    trained = load(args.model)
+    trained = load(args.model, precision=config.explain.precision)
     data = held_out_split(trained, num_examples=config.explain.num_examples)
     report = attack_report(trained, data, config)
     table = attack_table(report)
@@ -450,7 +452,8 @@ def _study_build(args: argparse.Namespace) -> int:
     from smat.jobs.study import StudyConfig, build_study, write_study
     from smat.store.model_store import load
 
-    study = build_study(load(args.model), _build_config(StudyConfig, args))
+    config = _build_config(StudyConfig, args)
+    study = build_study(load(args.model, precision=config.explain.precision), config)
     write_study(study, args.output_dir)
     print(json.dumps({k: study["manifest"][k] for k in ("num_tasks", "num_annotators",
                                                         "words_cut_by_max_len")}))
@@ -528,7 +531,7 @@ def _plausibility(args: argparse.Namespace) -> int:
     from smat.store.model_store import load
 
     config = _build_config(PlausibilityConfig, args)
-    trained = load(args.model)
+    trained = load(args.model, precision=config.explain.precision)
     # Plausibility explains the model's predictions: the data set's gold labels are not used.
     rationales = load_eraser(config.data_dir, split=config.split)
     if config.explain.num_examples is not None:

@@ -8,7 +8,10 @@ import shutil
 import tempfile
 
 # Tests never write to the user's home: every cache that defaults to ~ goes to a private
-# folder of this session (set before anything reads HOME).
+# folder of this session (set before anything reads HOME). The user's own values are kept
+# for the one subprocess that needs them (fixture user_home_environment).
+_USER_HOME_ENVIRONMENT = {name: os.environ.get(name)
+                          for name in ("HOME", "XDG_CACHE_HOME")}
 _HOME = tempfile.mkdtemp(prefix="smat-tests-home-")
 os.environ.update(HOME=_HOME, XDG_CACHE_HOME=os.path.join(_HOME, ".cache"),
                   HF_HOME=os.path.join(_HOME, ".cache", "huggingface"))
@@ -70,6 +73,20 @@ def _no_leaked_jax_config():
         jax.config.update(name, value)
     if leaked:
         pytest.fail(f"the test changed global JAX options (now, before): {leaked}")
+
+
+@pytest.fixture(scope="session")
+def user_home_environment() -> dict[str, str]:
+    """os.environ with the user's HOME and XDG_CACHE_HOME in place of this session's private
+    ones: pip in the wheel-install test reads the user's configuration (index, certificates)
+    and shares the download cache that `make test`'s own install filled."""
+    environment = dict(os.environ)
+    for name, value in _USER_HOME_ENVIRONMENT.items():
+        if value is None:
+            environment.pop(name, None)
+        else:
+            environment[name] = value
+    return environment
 
 
 @pytest.fixture

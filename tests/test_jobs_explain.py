@@ -1,8 +1,9 @@
 """Tests for smat.jobs.explain: explanations by name over a tokenized data set."""
 
 import numpy as np
+import pytest
 
-from smat.jobs.explain import explain_encoded
+from smat.jobs.explain import ExplainConfig, explain_encoded
 from smat.models import functional
 from tests.helpers import synthetic_encoded, tiny_classifier
 
@@ -48,3 +49,8 @@ def test_length_sorted_cut_batches_equal_one_uncut_call(monkeypatch):
                               token_type_ids=inputs[2], attention="none").logits
     np.testing.assert_array_equal(predictions, np.argmax(np.asarray(logits), axis=-1))
     assert all(width % 8 == 0 for width in widths) and min(widths) < max(widths) == 40
+
+
+def test_explain_config_rejects_an_unknown_precision():
+    with pytest.raises(ValueError, match="ExplainConfig.precision must be one of"):
+        ExplainConfig(explainers=("gradient",), precision="half")

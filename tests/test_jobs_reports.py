@@ -3,6 +3,8 @@ plausibility) on the tiny teacher of conftest.py."""
 
 import json
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.tree_util import Partial
@@ -208,3 +210,23 @@ def test_agreement_command_by_cartography_group(tiny_teacher_args, tmp_path, cap
                  "random", "--per-group", "5"]) == 2
     assert "per_group samples the rows of each group; it needs groups" in (
         capsys.readouterr().err)
+
+
+def test_bfloat16_explanations_and_faithfulness_stay_close_to_float32(tiny_teacher, trained):
+    """--precision bfloat16 computes in bfloat16 (matmul operands) and reports float32."""
+    low = load(tiny_teacher / "model", precision="bfloat16")
+    leaves = jax.tree.leaves(functional.split(low.model)[1])
+    assert {leaf.dtype for leaf in leaves} == {jnp.dtype(jnp.bfloat16)}
+    data = held_out_split(trained, num_examples=16)
+    full = explain_data(trained, data, ["integrated_gradients"], ig_steps=8)
+    half = explain_data(low, data, ["integrated_gradients"], ig_steps=8)
+    a, b = full.scores["integrated_gradients"], half.scores["integrated_gradients"]
+    assert b.dtype == np.float32 and not np.array_equal(a, b)
+    relative = np.abs(a - b).max() / np.abs(a).max()
+    assert relative < 0.1, relative  # bfloat16 keeps 8 significant bits
+    reports = [faithfulness_report(m, data, ["gradient"], batch_size=8)
+               for m in (trained, low)]
+    comp = [r["explainers"]["gradient"]["comprehensiveness"]["mean"] for r in reports]
+    assert abs(comp[0] - comp[1]) < 0.05, comp
+    with pytest.raises(ValueError, match="precision must be one of"):
+        load(tiny_teacher / "model", precision="float16")

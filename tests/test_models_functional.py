@@ -70,3 +70,13 @@ def test_double_grad_through_apply():
     analytic = sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(meta),
                                                   jax.tree.leaves(direction), strict=True))
     np.testing.assert_allclose(float(finite), float(analytic), rtol=5e-2)
+
+
+def test_cast_changes_only_floating_leaves_and_rejects_unknown_precisions():
+    params = {"w": jnp.ones((2, 2), jnp.float32), "ids": jnp.arange(3)}
+    low = functional.cast(params, "bfloat16")
+    assert low["w"].dtype == jnp.bfloat16 and low["ids"].dtype == params["ids"].dtype
+    assert functional.cast(low, "float32")["w"].dtype == jnp.float32
+    with pytest.raises(ValueError, match=r"precision must be one of \('float32', 'bfloat16'\), "
+                                         "got 'fp8'"):
+        functional.cast(params, "fp8")

@@ -35,18 +35,25 @@ class ExplainConfig:
       ig_steps: quadrature nodes of integrated gradients.
       batch_size: rows per jitted explainer call.
       num_examples: explain only the first N examples (None: all).
+      precision: "float32" (as trained) or "bfloat16": the model is cast on loading and
+        every explanation and evaluation computes in it (scores are returned as float32).
     """
 
     explainers: tuple[str, ...] = dataclasses.field(metadata={"names": registry.names_help})
     ig_steps: int = 50
     batch_size: int = 16
     num_examples: int | None = None
+    precision: str = dataclasses.field(default="float32",
+                                       metadata={"choices": functional.PRECISIONS})
 
     def __post_init__(self) -> None:
         registry.check_explainers(self.explainers)
         for name in ("ig_steps", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ExplainConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.precision not in functional.PRECISIONS:
+            raise ValueError(f"ExplainConfig.precision must be one of {functional.PRECISIONS}, "
+                             f"got {self.precision!r}")
         if self.num_examples is not None and self.num_examples < 1:
             raise ValueError(f"ExplainConfig.num_examples must be >= 1, got "
                              f"{self.num_examples}")
@@ -117,12 +124,14 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
 
 
 def explain_texts(model_dir: str | Path, texts: Sequence[str], explainers: Sequence[str | Path],
-                  *, ig_steps: int = 50, batch_size: int = 16) -> Explanations:
-    """Tokenize `texts`, predict them with the saved model and explain each prediction."""
+                  *, ig_steps: int = 50, batch_size: int = 16,
+                  precision: str = "float32") -> Explanations:
+    """Tokenize `texts`, predict them with the saved model (cast to `precision`, see
+    :func:`smat.store.model_store.load`) and explain each prediction."""
     if not texts:
         raise ValueError("no texts to explain (the input is empty)")
     registry.check_explainers(explainers)
-    trained = model_store.load(model_dir)
+    trained = model_store.load(model_dir, precision=precision)
     data = tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
     return explain_data(trained, data, explainers, ig_steps=ig_steps, batch_size=batch_size)
 

@@ -22,7 +22,7 @@ import functools
 import itertools
 import json
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -69,6 +69,7 @@ __all__ = [
     "FaithfulnessConfig",
     "PlausibilityConfig",
     "agreement_report",
+    "faithfulness_of_scores",
     "faithfulness_report",
     "head_plausibility",
     "held_out_split",
@@ -237,7 +238,8 @@ def _predict_proba(graphdef) -> Callable[..., jax.Array]:
     def predict(params, input_ids, attention_mask, token_type_ids):
         logits = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
                                   token_type_ids=token_type_ids, attention="none").logits
-        return jax.nn.softmax(logits, axis=-1)
+        # a bfloat16 model's logits: probabilities (and their AOPC differences) in float32
+        return jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
 
     return predict
 
@@ -273,6 +275,14 @@ def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
     Raises:
       ValueError: a regression model, an unknown replacement, or a tokenizer without it.
     """
+    _replacement_id(trained, replacement)  # checked before any explainer runs
+    explained = explain_data(trained, data, explainers, ig_steps=ig_steps,
+                             batch_size=batch_size)
+    return faithfulness_of_scores(trained, data, explained.scores, bins=bins,
+                                  replacement=replacement, batch_size=batch_size)
+
+
+def _replacement_id(trained: model_store.TrainedModel, replacement: str) -> int:
     if trained.info["task"] != "classification":
         raise ValueError("comprehensiveness / sufficiency track a class probability; the model "
                          f"is a {trained.info['task']!r} model")
@@ -281,16 +291,29 @@ def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
         raise ValueError(f"replacement must be 'mask' or 'pad', got {replacement!r}")
     if token[replacement] is None:
         raise ValueError(f"the tokenizer has no {replacement} token; use the other replacement")
-    explained = explain_data(trained, data, explainers, ig_steps=ig_steps,
-                             batch_size=batch_size)
+    return token[replacement]
+
+
+def faithfulness_of_scores(trained: model_store.TrainedModel, data: Encoded,
+                           scores: Mapping[str, np.ndarray], *,
+                           bins: Sequence[float] = DEFAULT_BINS, replacement: str = "mask",
+                           batch_size: int = 16) -> dict[str, Any]:
+    """:func:`faithfulness_report` of explanations already computed (name -> (N, T) scores
+    of the rows of `data`), e.g. ones also scored against a ground truth or combined into
+    ensembles, so no explainer runs twice.
+
+    Raises:
+      ValueError: as :func:`faithfulness_report`.
+    """
+    replacement_id = _replacement_id(trained, replacement)
     graphdef, params = functional.split(trained.model)
     predict = Partial(_predict_proba(graphdef), params)  # one trace for every batch
     report: dict[str, Any] = {}
-    for name, scores in explained.scores.items():
+    for name, values in scores.items():
         result = batched_comprehensiveness_sufficiency(
-            predict, data.input_ids, scores, attention_mask=data.attention_mask,
+            predict, data.input_ids, values, attention_mask=data.attention_mask,
             special_tokens_mask=data.special_tokens_mask, token_type_ids=data.token_type_ids,
-            replacement_id=token[replacement], bins=tuple(bins), batch_size=batch_size)
+            replacement_id=replacement_id, bins=tuple(bins), batch_size=batch_size)
         valid = result.valid
         comp, suff = result.comprehensiveness[valid], result.sufficiency[valid]
         report[name] = {"comprehensiveness": _mean_with_ci(comp),

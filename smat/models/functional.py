@@ -14,7 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
+
+PRECISIONS = ("float32", "bfloat16")
 
 
 def split(model: nnx.Module) -> tuple[nnx.GraphDef, nnx.State]:
@@ -55,3 +58,20 @@ def apply(graphdef: nnx.GraphDef, params: nnx.State, *args: Any, **kwargs: Any) 
       Whatever the model returns (``ClassifierOutput`` for ``SequenceClassifier``).
     """
     return nnx.merge(graphdef, params)(*args, **kwargs)
+
+
+def cast(params: nnx.State, precision: str) -> nnx.State:
+    """The parameters with every floating-point leaf in `precision` ("float32" or "bfloat16").
+
+    A model applied to bfloat16 parameters runs its matmuls in bfloat16 (embeddings, and
+    so every activation, inherit the dtype); its normalization statistics still reduce in
+    float32 (jnp's mean/var promote). Integer leaves are kept.
+
+    Raises:
+      ValueError: an unknown precision.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    dtype = jnp.dtype(precision)
+    return jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating)
+                        else a, params)

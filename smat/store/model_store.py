@@ -65,8 +65,14 @@ def save(path: str | Path, model: SequenceClassifier, tokenizer: Any, *,
     return path
 
 
-def load(path: str | Path) -> TrainedModel:
+def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
     """Rebuild a model saved by :func:`save`.
+
+    Args:
+      path: the trained-model folder.
+      precision: "float32" (as trained) or "bfloat16": the parameters are cast, so every
+        forward pass, explanation and evaluation of the returned model computes in it
+        (:func:`smat.models.functional.cast`).
 
     Raises:
       FileNotFoundError: `path` is not a trained-model folder (no model.json).
@@ -74,6 +80,8 @@ def load(path: str | Path) -> TrainedModel:
         architecture (the checkpoint error names each key and both shapes).
     """
     path = Path(path)
+    if precision not in functional.PRECISIONS:
+        raise ValueError(f"precision must be one of {functional.PRECISIONS}, got {precision!r}")
     if not (path / "model.json").is_file():
         raise FileNotFoundError(f"{path} is not a smat trained-model folder (no model.json); "
                                 "train one with `smat train-teacher`")
@@ -94,4 +102,5 @@ def load(path: str | Path) -> TrainedModel:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
+    params = functional.cast(params, precision)
     return TrainedModel(nnx.merge(graphdef, params), tokenizer, info)

