@@ -63,6 +63,10 @@ CAPTUM_SENTENCES_PER_CALL = 16
 GOAL = 1.5  # issue 19's goal on the 2-core CPU
 
 
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
 def held_out_sentences(tokenizer, count: int):
     """The first `count` rows of the default protocol's held-out part (padded to 64)."""
     from smat.data import take
@@ -97,9 +101,12 @@ def worker_smat(args) -> dict:
     for batch_size in args.smat_batch_sizes:
         run(tune, batch_size)  # compiles every cut length of this batch size
         tuning[str(batch_size)] = run(tune, batch_size)[0]
+        progress(f"smat {args.precision} batch size {batch_size}: {tuning[str(batch_size)]:.2f} s")
     best = int(min(tuning, key=tuning.get))
+    progress(f"smat {args.precision} warm-up over all sentences")
     run(data, best)
     seconds, scores = run(data, best)
+    progress(f"smat {args.precision}: {seconds:.2f} s")
     np.save(args.scores_path, scores)
     lengths = data.attention_mask.sum(1)
     return {"seconds": seconds, "batch_size": best, "tuning_seconds": tuning,
@@ -157,9 +164,11 @@ def worker_captum(args) -> dict:
     for internal in settings:
         run(tune, internal)
         tuning[str(internal)] = run(tune, internal)[0]
+        progress(f"captum internal_batch_size {internal}: {tuning[str(internal)]:.2f} s")
     best = int(min(tuning, key=tuning.get))
     run(data, best)
     seconds, scores = run(data, best)
+    progress(f"captum: {seconds:.2f} s")
     np.save(args.scores_path, scores)
     return {"seconds": seconds, "internal_batch_size (0 = None)": best,
             "tuning_seconds": tuning, "device": str(device), "torch": torch.__version__}
@@ -171,9 +180,10 @@ WORKERS = {"smat": worker_smat, "captum": worker_captum}
 def spawn(kind: str, common: list[str], extra: list[str], script: Path = Path(__file__)
           ) -> dict:
     cmd = [sys.executable, str(script), "--worker", kind, *common, *extra]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    # the worker's progress and errors go to this process's stderr as they happen
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     if out.returncode:
-        raise RuntimeError(f"worker {kind} failed:\n{out.stderr[-4000:]}")
+        raise RuntimeError(f"worker {kind} failed (its stderr is above)")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
