@@ -81,6 +81,7 @@ def _killed_then_resumed(command: Callable[[Path], list[str]], tmp_path: Path, *
     return _results(reference), _results(resumed)
 
 
+@pytest.mark.slow  # the roar kill-and-resume test below stays in the default suite
 def test_simulability_grid_resumes_after_kill_during_compilation(tiny_teacher, tmp_path):
     def command(folder: Path) -> list[str]:
         return _smat("simulability", "--teacher", str(tiny_teacher), "--sizes", "32",
@@ -92,6 +93,7 @@ def test_simulability_grid_resumes_after_kill_during_compilation(tiny_teacher, t
     assert len(reference) == 2 and resumed == reference
 
 
+@pytest.mark.slow  # the roar kill-and-resume test below stays in the default suite
 def test_demo_resumes_after_kill_during_compilation(tiny_teacher, tmp_path):
     def command(folder: Path) -> list[str]:
         return _smat("demo", "--teacher", str(tiny_teacher), "--num-examples", "32",

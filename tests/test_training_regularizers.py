@@ -69,6 +69,7 @@ def test_select_weight_takes_the_strongest_within_three_points():
         regularizers.select_weight({}, unregularized=88.0)
 
 
+@pytest.mark.slow  # about 1 min alone (2.5 min on a busy machine): several compilations
 def test_regularized_teacher_step_logs_both_and_compiles_once():
     model = tiny_classifier(seed=0)
     graphdef, params = functional.split(model)

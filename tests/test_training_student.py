@@ -95,7 +95,10 @@ def test_unknown_setting_and_missing_cache(teacher, tmp_path):
                       progress=False)
 
 
-@pytest.mark.parametrize("seeds,parallel", [((5,), False), ((5, 6), True), ((5, 6), False)])
+@pytest.mark.parametrize("seeds,parallel", [
+    ((5,), False),
+    pytest.param((5, 6), True, marks=pytest.mark.slow),  # the teacher's twin stays default
+    ((5, 6), False)])
 def test_smat_student_resumes_to_identical_parameters(seeds, parallel, teacher, tmp_path,
                                                       monkeypatch):
     """Killed after a checkpoint, rerun: bit-identical students and head coefficients, for
@@ -130,7 +133,8 @@ def test_smat_student_resumes_to_identical_parameters(seeds, parallel, teacher, 
             np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("setting", ["smat", "gradient"])
+# SMaT students of parallel seeds are also compared with separate runs in test_cli.py
+@pytest.mark.parametrize("setting", [pytest.param("smat", marks=pytest.mark.slow), "gradient"])
 def test_students_of_several_seeds_in_one_program_equal_separate_runs(teacher, setting,
                                                                       tmp_path):
     train, valid, test = (_rows(teacher, setting, n, s) for n, s in ((64, 0), (32, 1), (32, 2)))
