@@ -1,5 +1,6 @@
-"""Tests for the paper experiments (experiments/smat_*.py, jukic_agreement.py): their configs
-and summaries, and each smoke variant end to end on the tiny models of conftest.py."""
+"""Tests for the paper experiments (experiments/smat_*.py, jukic_agreement.py,
+thesis_evaluations.py): their configs and summaries, and each smoke variant end to end on the
+tiny models of conftest.py."""
 
 import json
 import sys
@@ -15,6 +16,7 @@ import smat_sweep  # noqa: E402
 import smat_table1  # noqa: E402
 import smat_table2_plausibility  # noqa: E402
 import smat_table7_normalizers  # noqa: E402
+import thesis_evaluations  # noqa: E402
 
 
 def _record(explainer, seed, accuracy, num_examples=125):
@@ -192,3 +194,120 @@ def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tm
     saved = json.loads((tmp_path / "t2" / "results.json").read_text())
     assert saved["auc"] == table2["auc"]
     assert (tmp_path / "t2" / "head_auc.png").stat().st_size > 0
+
+
+def _sst_glue_like(folder, train_rows, dev_rows):
+    """An SST-2-like folder with train.tsv and dev.tsv (conftest's phrases)."""
+    _sst_like(folder / "dev", dev_rows)
+    _sst_like(folder, train_rows)
+    (folder / "dev" / "train.tsv").rename(folder / "dev.tsv")
+    return folder
+
+
+def test_thesis_variants_follow_the_thesis(tmp_path):
+    from smat import registry
+    from smat.jobs.roar import PRESETS
+
+    data_dir = _sst_glue_like(tmp_path / "sst", 40, 10)
+    paper = thesis_evaluations.get_config("paper", data_dir=data_dir)
+    # the thesis's 500 / 50 / 16 examples and its attack and fine-tuning settings (§3.5, §3.6.3)
+    assert (paper["eval_rows"], paper["sanity_rows"], paper["attack_rows"]) == (500, 50, 16)
+    assert paper["attack_steps"] == 500 and paper["sanity_modes"] == ("cascading",
+                                                                      "independent")
+    thesis, pooling = paper["teachers"]["minilm"]
+    assert (thesis.learning_rate, thesis.loop.batch_size, thesis.loop.max_epochs,
+            thesis.loop.patience, pooling) == (5e-5, 16, 10, 5, "scalar_mix")
+    assert thesis.warmup_steps == round(0.06 * (54_000 // 16) * 10)  # 6% of the steps
+    cpu = thesis_evaluations.get_config("cpu", data_dir=data_dir)
+    assert cpu["teachers"]["small"] == (PRESETS["small"].train, "mean")
+    assert cpu["small_layers"] == PRESETS["small"].num_layers == 2
+    assert cpu["sanity_modes"] == ("cascading",)
+    assert len(thesis_evaluations.METHODS) == 7
+    assert set(thesis_evaluations.EXPLAINERS) <= set(registry.STATIC)
+    assert set(thesis_evaluations.SANITY_METHODS) | {"lime", "kernel_shap"} == set(
+        thesis_evaluations.METHODS.values())
+    for name in thesis_evaluations.ENSEMBLES.values():
+        registry.spec(name)  # every ensemble is a registry name
+    with pytest.raises(ValueError, match="unknown variant 'gpu'"):
+        thesis_evaluations.get_config("gpu", data_dir=data_dir)
+    (data_dir / "dev.tsv").unlink()
+    with pytest.raises(FileNotFoundError, match="dev.tsv"):
+        thesis_evaluations.get_config("cpu", data_dir=data_dir)
+
+
+def test_first_layers_checkpoint_keeps_the_first_blocks(tiny_checkpoint, tmp_path):
+    from smat.models import from_pretrained
+
+    cut = thesis_evaluations.first_layers_checkpoint(tiny_checkpoint, 1, tmp_path / "cut")
+    small, tokenizer = from_pretrained(cut, task="classification", num_labels=2)
+    full, _ = from_pretrained(tiny_checkpoint, task="classification", num_labels=2)
+    assert small.encoder.config.num_layers == 1 and tokenizer is not None
+    np.testing.assert_array_equal(np.asarray(small.encoder.layers.attention.query_kernel[0]),
+                                  np.asarray(full.encoder.layers.attention.query_kernel[0]))
+    with pytest.raises(ValueError, match="has 2 layers, fewer than 3"):
+        thesis_evaluations.first_layers_checkpoint(tiny_checkpoint, 3, tmp_path / "c3")
+
+
+@pytest.mark.slow
+def test_thesis_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
+    from smat import registry
+    from smat.store.model_store import load
+
+    data_dir = _sst_glue_like(tmp_path / "sst", 400, 40)
+    out = tmp_path / "thesis"
+    summary = thesis_evaluations.run("smoke", data_dir=data_dir, output_dir=out,
+                                     model_source=tiny_checkpoint,
+                                     results_dir=tmp_path / "published", progress=False)
+    evaluated = (*thesis_evaluations.EXPLAINERS, *thesis_evaluations.ENSEMBLES.values())
+    assert {name: r["layers"] for name, r in summary["models"].items()} == {"minilm": 2,
+                                                                          "small": 1}
+    for result in summary["models"].values():
+        ground_truth = result["ground_truth"]["explainers"]
+        assert set(ground_truth) == set(result["faithfulness"]["explainers"]) == set(evaluated)
+        assert all(r["num_valid"] == 12 for r in ground_truth.values())
+        assert set(result["sanity"]) == {"cascading", "independent"}
+        for report in result["sanity"].values():
+            assert set(report["explainers"]) == set(thesis_evaluations.SANITY_METHODS)
+            assert report["steps"][0] == "original" and len(report["steps"]) == (
+                result["layers"] + 1)
+            for curves in report["explainers"].values():
+                assert curves["spearman"][0]["mean"] == pytest.approx(1.0)
+        for objective in thesis_evaluations.OBJECTIVES:
+            report = result["attacks"][objective]
+            assert report["objective"] == objective and report["num_examples"] == 4
+            assert set(report["explainers"]) == set(thesis_evaluations.ATTACKED)
+        assert len(result["verdicts"]) == 8 and all(
+            isinstance(v["holds"], bool) for v in result["verdicts"])
+    text = (out / "table.md").read_text()
+    assert "(d) constrained attack" in text and "independent randomization" in text
+    assert text.count("Verdicts:") == 2
+    published = tmp_path / "published"
+    assert json.loads((published / "thesis_smoke.json").read_text())["models"].keys() == {
+        "minilm", "small"}
+    assert (published / "thesis_smoke_cascading_small.png").stat().st_size > 0
+
+    # the ground truth is the label word's one token; the ensembles computed from the stored
+    # members equal the registry's ensemble names explaining the model
+    trained = load(out / "small" / "model")
+    config = thesis_evaluations.get_config("smoke", data_dir=data_dir)
+    task = thesis_evaluations.augmented_data(config, trained.tokenizer, tmp_path / "d")["eval"]
+    data, gold, show = thesis_evaluations.encode_task(trained, task, max_len=32)
+    assert (gold.sum(1) == 1).all() and not (gold & ~show).any()
+    assert trained.tokenizer.convert_ids_to_tokens(data.input_ids[gold].tolist()) == [
+        thesis_evaluations.LABEL_WORDS[y] for y in task.labels]
+    members = [thesis_evaluations.explain_rows(trained, data, m, ig_steps=4, batch_size=8)
+               for m in thesis_evaluations.TOP3]
+    for prefix, normalization in registry.ENSEMBLES.items():
+        name = f"{prefix}:" + "+".join(thesis_evaluations.TOP3)
+        direct = thesis_evaluations.explain_rows(trained, data, name, ig_steps=4, batch_size=8)
+        np.testing.assert_allclose(direct, registry.ensemble_scores(
+            members, data.attention_mask, normalization=normalization), rtol=1e-5, atol=1e-6)
+
+    # a rerun reads every finished stage back
+    stages = sorted((out / "small" / "evaluation").glob("*.json"))
+    stamps = [p.stat().st_mtime_ns for p in stages]
+    again = thesis_evaluations.run("smoke", data_dir=data_dir, output_dir=out,
+                                   model_source=tiny_checkpoint, progress=False)
+    assert [p.stat().st_mtime_ns for p in stages] == stamps
+    assert again["models"]["small"]["ground_truth"] == summary["models"]["small"][
+        "ground_truth"]
