@@ -165,18 +165,23 @@ THESIS = {
 }
 """The thesis's findings per evaluation (figures only; numbers read off its text)."""
 
-_SIZES = {  # rows: training phrases, held-out phrases, evaluated / randomized / attacked
+# Rows: training phrases, held-out phrases, evaluated / randomized / attacked sentences.
+# The randomization explains every randomized copy of a batch in one vmapped call: its memory
+# is that of steps x rows x IG steps sequences (a batch of 16 took 18 GB on the cpu variant).
+_SIZES = {
     "paper": dict(train_rows=60_000, held_out_rows=1_000, eval_rows=500, sanity_rows=50,
                   attack_rows=16, max_len=128, ig_steps=50, attack_steps=500,
                   attack_ig_steps=50, sanity_modes=("cascading", "independent"),
-                  batch_size=16, small_layers=PRESETS["small"].num_layers),
+                  batch_size=16, sanity_batch_size=4, attack_batch_size=8,
+                  small_layers=PRESETS["small"].num_layers),
     "cpu": dict(train_rows=2_000, held_out_rows=200, eval_rows=50, sanity_rows=20,
                 attack_rows=8, max_len=64, ig_steps=20, attack_steps=50, attack_ig_steps=5,
-                sanity_modes=("cascading",), batch_size=16,
-                small_layers=PRESETS["small"].num_layers),
+                sanity_modes=("cascading",), batch_size=16, sanity_batch_size=2,
+                attack_batch_size=8, small_layers=PRESETS["small"].num_layers),
     "smoke": dict(train_rows=160, held_out_rows=24, eval_rows=12, sanity_rows=6,
                   attack_rows=4, max_len=32, ig_steps=4, attack_steps=10, attack_ig_steps=2,
-                  sanity_modes=("cascading", "independent"), batch_size=8, small_layers=1),
+                  sanity_modes=("cascading", "independent"), batch_size=8,
+                  sanity_batch_size=4, attack_batch_size=4, small_layers=1),
 }
 
 
@@ -422,7 +427,8 @@ def evaluate_model(trained: model_store.TrainedModel, task: Any, config: dict[st
         trained, data, scores, batch_size=batch))
     sanity = {}
     for mode in config["sanity_modes"]:
-        explain = ExplainConfig(explainers=SANITY_METHODS, ig_steps=ig_steps, batch_size=batch)
+        explain = ExplainConfig(explainers=SANITY_METHODS, ig_steps=ig_steps,
+                                batch_size=config["sanity_batch_size"])
         subset = take(data, np.arange(config["sanity_rows"]))
         sanity[mode] = _stage(
             folder, f"sanity_{mode}", {**rows, "sanity_rows": config["sanity_rows"]},
@@ -436,7 +442,7 @@ def evaluate_model(trained: model_store.TrainedModel, task: Any, config: dict[st
         attack = AttackConfig(objective=objective, steps=config["attack_steps"],
                               explain=ExplainConfig(explainers=ATTACKED,
                                                     ig_steps=config["attack_ig_steps"],
-                                                    batch_size=config["attack_rows"]))
+                                                    batch_size=config["attack_batch_size"]))
         subset = take(data, np.arange(config["attack_rows"]))
         attacks[objective] = _stage(folder, f"attack_{objective}", settings,
                                     lambda attack=attack, subset=subset: attack_report(
