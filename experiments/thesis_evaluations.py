@@ -116,7 +116,7 @@ from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import faithfulness_of_scores
 from smat.jobs.roar import PRESETS
 from smat.jobs.runs import DataConfig, run_teacher
-from smat.jobs.sanity import SanityConfig, sanity_report, sanity_table
+from smat.jobs.sanity import SanityConfig, plot_sanity, sanity_report, sanity_table
 from smat.models import functional, minilm_path
 from smat.models.inference import map_batches, predict_logits
 from smat.store import model_store
@@ -433,8 +433,9 @@ def evaluate_model(trained: model_store.TrainedModel, task: Any, config: dict[st
         sanity[mode] = _stage(
             folder, f"sanity_{mode}", {**rows, "sanity_rows": config["sanity_rows"]},
             lambda mode=mode, explain=explain, subset=subset: sanity_report(
-                trained, subset, SanityConfig(mode=mode, explain=explain),
-                plot_path=folder / f"sanity_{mode}.png"))
+                trained, subset, SanityConfig(mode=mode, explain=explain)))
+        # the thesis's Spearman rho of the signed scores, as in the table
+        plot_sanity(sanity[mode], folder / f"sanity_{mode}.png", similarity="spearman")
     attacks = {}
     for objective in OBJECTIVES:
         settings = {"rows": config["attack_rows"], "steps": config["attack_steps"],
