@@ -272,14 +272,17 @@ def test_thesis_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
                 result["layers"] + 1)
             for curves in report["explainers"].values():
                 assert curves["spearman"][0]["mean"] == pytest.approx(1.0)
-        for objective in thesis_evaluations.OBJECTIVES:
-            report = result["attacks"][objective]
-            assert report["objective"] == objective and report["num_examples"] == 4
-            assert set(report["explainers"]) == set(thesis_evaluations.ATTACKED)
-        assert len(result["verdicts"]) == 8 and all(
+        assert set(result["attacks"]) == {"2", "0.5"}  # the thesis's epsilon and a smaller one
+        for epsilon, reports in result["attacks"].items():
+            for objective in thesis_evaluations.OBJECTIVES:
+                report = reports[objective]
+                assert report["objective"] == objective and report["num_examples"] == 4
+                assert report["epsilon"] == float(epsilon)
+                assert set(report["explainers"]) == set(thesis_evaluations.ATTACKED)
+        assert len(result["verdicts"]) == 10 and all(
             isinstance(v["holds"], bool) for v in result["verdicts"])
     text = (out / "table.md").read_text()
-    assert "(d) constrained attack" in text and "independent randomization" in text
+    assert "(d) constrained attack, epsilon 0.5" in text and "independent randomization" in text
     assert text.count("Verdicts:") == 2
     published = tmp_path / "published"
     assert json.loads((published / "thesis_smoke.json").read_text())["models"].keys() == {

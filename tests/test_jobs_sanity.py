@@ -2,6 +2,7 @@
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -10,6 +11,8 @@ from smat.cli import main
 from smat.jobs.explain import ExplainConfig, explain_data
 from smat.jobs.reports import held_out_split
 from smat.jobs.sanity import SanityConfig, family_explanations, sanity_report, sanity_table
+from smat.models import functional
+from smat.models.inference import predict_logits
 from smat.models.randomize import randomized_family
 from smat.store.model_store import load
 
@@ -38,6 +41,20 @@ def test_step_zero_reproduces_the_original_explanations(trained, tmp_path):
     assert report["explainers"]["attention_all"]["spearman"][2]["mean"] < 0.5
     assert (tmp_path / "s.png").stat().st_size > 0
     assert "| attention_all | 1.000 |" in sanity_table(report)
+    # the model's change per step, against the family's last member evaluated on its own
+    kept, moved = report["model"]["predictions_kept"], report["model"]["probability_change"]
+    assert kept[0] == 1.0 and moved[0] == 0.0
+    graphdef, params = functional.split(trained.model)
+    last = jax.tree_util.tree_map(lambda leaf: leaf[2], randomized_family(
+        trained.model, mode="cascading").params)
+    before, after = (jax.nn.softmax(predict_logits(graphdef, p, data), axis=-1)
+                     for p in (params, last))
+    predicted = np.argmax(before, -1)
+    rows = np.arange(len(predicted))
+    assert kept[2] == pytest.approx(np.mean(np.argmax(after, -1) == predicted))
+    assert moved[2] == pytest.approx(np.mean(np.abs(after - before)[rows, predicted]), rel=1e-5)
+    assert moved[2] > 0.01
+    assert "| *predictions kept* | 1.000 |" in sanity_table(report)
 
 
 def test_the_family_path_explains_step_zero_like_explain_data(trained):

@@ -8,7 +8,10 @@ per row, over its real non-special tokens: Spearman rho of the signed scores, Sp
 of their absolute values, and the top-k overlap; means with a bootstrap 95% CI over rows.
 Every step explains the class the *trained* model predicts, so all steps attribute the same
 output unit. A faithful explainer's similarity falls as blocks are randomized; one that
-stays high reflects the input more than the model.
+stays high reflects the input more than the model, *if the model changed*: each step also
+reports how many predictions the randomized model keeps and how far the predicted class's
+probability moves (a re-initialised late block of a residual network can leave the function
+nearly as it was, and then a faithful explanation should stay too).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from smat.evaluation.agreement import spearman_rho, top_k_overlap
 from smat.evaluation.statistics import bootstrap_ci
 from smat.jobs.explain import ExplainConfig
 from smat.models import functional
-from smat.models.inference import batch_logits, map_batches
+from smat.models.inference import batch_logits, map_batches, predict_logits
 from smat.models.randomize import MODES, randomized_family
 from smat.store import model_store
 
@@ -103,14 +106,32 @@ def family_explanations(trained: model_store.TrainedModel, data: Encoded, family
                        per_token=list(explainers))
 
 
+def _model_change(trained: model_store.TrainedModel, data: Encoded, family: Any,
+                  num_steps: int, batch_size: int) -> dict[str, list[float]]:
+    """Per family step: share of the trained model's predictions kept, and the mean absolute
+    change of the predicted class's probability."""
+    graphdef, _ = functional.split(trained.model)
+    probs = [jax.nn.softmax(predict_logits(
+        graphdef, jax.tree_util.tree_map(lambda leaf, s=step: leaf[s], family), data,
+        batch_size=batch_size), axis=-1) for step in range(num_steps)]
+    predicted = np.argmax(probs[0], axis=-1)
+    rows = np.arange(len(predicted))
+    return {"predictions_kept": [float(np.mean(np.argmax(p, -1) == predicted)) for p in probs],
+            "probability_change": [float(np.mean(np.abs(p[rows, predicted]
+                                                        - probs[0][rows, predicted])))
+                                   for p in probs]}
+
+
 def sanity_report(trained: model_store.TrainedModel, data: Encoded, config: SanityConfig,
                   *, plot_path: str | Path | None = None) -> dict[str, Any]:
     """Similarity of each randomized step's explanations to the trained model's.
 
     Returns:
       ``{"mode", "steps" (labels), "randomized" (S x L), "head", "seed", "top_k",
-      "num_examples", "explainers": {name: {similarity: [{"mean", "low", "high",
-      "num_valid"} per step]}}}``.
+      "num_examples", "model": {"predictions_kept", "probability_change"} (per step: the
+      share of rows whose predicted class is the trained model's, and the mean absolute
+      change of that class's probability), "explainers": {name: {similarity: [{"mean",
+      "low", "high", "num_valid"} per step]}}}``.
 
     Raises:
       ValueError: invalid settings (:func:`smat.models.randomize.randomized_family`).
@@ -126,6 +147,8 @@ def sanity_report(trained: model_store.TrainedModel, data: Encoded, config: Sani
         "mode": config.mode, "steps": list(family.labels),
         "randomized": family.randomized.astype(int).tolist(), "head": config.head,
         "seed": config.seed, "top_k": config.top_k, "num_examples": int(len(data.labels)),
+        "model": _model_change(trained, data, family.params, len(family.labels),
+                               config.explain.batch_size),
         "explainers": {}}
     for name in names:
         original = scores[name][:, 0]
@@ -172,9 +195,12 @@ def plot_sanity(report: dict[str, Any], path: str | Path, *,
 
 
 def sanity_table(report: dict[str, Any], *, similarity: str = "spearman_abs") -> str:
-    """Markdown: explainers x steps, the mean similarity of each step."""
+    """Markdown: explainers x steps, the mean similarity of each step, then the share of
+    predictions each step keeps."""
     lines = ["| explainer | " + " | ".join(report["steps"]) + " |",
              "|---|" + "---|" * len(report["steps"])]
     lines += [f"| {name} | " + " | ".join(f"{p['mean']:.3f}" for p in curves[similarity])
               + " |" for name, curves in report["explainers"].items()]
+    lines.append("| *predictions kept* | " + " | ".join(
+        f"{v:.3f}" for v in report["model"]["predictions_kept"]) + " |")
     return "\n".join(lines)
