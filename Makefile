@@ -46,7 +46,7 @@ browser:
 	  echo "could not install chromium: the annotation-page browser test will skip"
 
 test: lint browser
-	$(BIN)/python -m pytest -m "not slow and not multidevice" -q --durations=25
+	$(BIN)/python -m pytest -m "not slow and not multidevice" -q -n 2 --durations=25
 	XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q
 
 bench: $(VENV)/.installed-test
