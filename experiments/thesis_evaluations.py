@@ -445,6 +445,7 @@ def evaluate_model(trained: model_store.TrainedModel, task: Any, config: dict[st
         plot_sanity(sanity[mode], folder / f"sanity_{mode}.png", similarity="spearman")
     # the first epsilon is the thesis's; a further one sized to the model's embeddings
     by_epsilon: dict[str, dict[str, Any]] = {}
+    subset = take(data, np.arange(config["attack_rows"]))
     for epsilon in config["attack_epsilons"]:
         reports = by_epsilon[f"{epsilon:g}"] = {}
         for objective in OBJECTIVES:
@@ -456,10 +457,9 @@ def evaluate_model(trained: model_store.TrainedModel, task: Any, config: dict[st
                                   explain=ExplainConfig(explainers=ATTACKED,
                                                         ig_steps=config["attack_ig_steps"],
                                                         batch_size=config["attack_batch_size"]))
-            subset = take(data, np.arange(config["attack_rows"]))
-            suffix = "" if epsilon == THESIS_EPSILON else f"_eps{epsilon:g}"
-            reports[objective] = _stage(folder, f"attack_{objective}{suffix}", settings,
-                                        lambda attack=attack, subset=subset: attack_report(
+            # the settings hash (epsilon included) tells the epsilons' files apart
+            reports[objective] = _stage(folder, f"attack_{objective}", settings,
+                                        lambda attack=attack: attack_report(
                                             trained, subset, attack))
     return {"eval_accuracy": float(np.mean(predictions == data.labels)),
             "eval_tokens_mean": float(show.sum(1).mean()),

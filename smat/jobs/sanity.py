@@ -32,7 +32,7 @@ from smat.evaluation.statistics import bootstrap_ci
 from smat.jobs.explain import ExplainConfig
 from smat.models import functional
 from smat.models.inference import batch_logits, map_batches, predict_logits
-from smat.models.randomize import MODES, randomized_family
+from smat.models.randomize import MODES, RandomizedFamily, randomized_family
 from smat.store import model_store
 
 SIMILARITIES = ("spearman", "spearman_abs", "top_k")
@@ -106,14 +106,14 @@ def family_explanations(trained: model_store.TrainedModel, data: Encoded, family
                        per_token=list(explainers))
 
 
-def _model_change(trained: model_store.TrainedModel, data: Encoded, family: Any,
-                  num_steps: int, batch_size: int) -> dict[str, list[float]]:
+def _model_change(trained: model_store.TrainedModel, data: Encoded,
+                  family: RandomizedFamily, batch_size: int) -> dict[str, list[float]]:
     """Per family step: share of the trained model's predictions kept, and the mean absolute
     change of the predicted class's probability."""
     graphdef, _ = functional.split(trained.model)
     probs = [jax.nn.softmax(predict_logits(
-        graphdef, jax.tree_util.tree_map(lambda leaf, s=step: leaf[s], family), data,
-        batch_size=batch_size), axis=-1) for step in range(num_steps)]
+        graphdef, jax.tree_util.tree_map(lambda leaf, s=step: leaf[s], family.params), data,
+        batch_size=batch_size), axis=-1) for step in range(len(family.labels))]
     predicted = np.argmax(probs[0], axis=-1)
     rows = np.arange(len(predicted))
     return {"predictions_kept": [float(np.mean(np.argmax(p, -1) == predicted)) for p in probs],
@@ -147,8 +147,7 @@ def sanity_report(trained: model_store.TrainedModel, data: Encoded, config: Sani
         "mode": config.mode, "steps": list(family.labels),
         "randomized": family.randomized.astype(int).tolist(), "head": config.head,
         "seed": config.seed, "top_k": config.top_k, "num_examples": int(len(data.labels)),
-        "model": _model_change(trained, data, family.params, len(family.labels),
-                               config.explain.batch_size),
+        "model": _model_change(trained, data, family, config.explain.batch_size),
         "explainers": {}}
     for name in names:
         original = scores[name][:, 0]
@@ -179,7 +178,8 @@ def plot_sanity(report: dict[str, Any], path: str | Path, *,
     fig = Figure(figsize=(1.5 + 0.8 * len(report["steps"]), 4))
     ax = fig.add_subplot()
     x = np.arange(len(report["steps"]))
-    for name, curves in report["explainers"].items():
+    # sorted: a report read back from JSON (sorted keys) plots as the fresh one does
+    for name, curves in sorted(report["explainers"].items()):
         points = curves[similarity]
         ax.plot(x, [p["mean"] for p in points], marker="o", label=name)
         ax.fill_between(x, [p["low"] for p in points], [p["high"] for p in points], alpha=0.2)
