@@ -47,7 +47,7 @@ MINILM_SHAPE = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
 
 # name, script arguments, the peers it imports, its time limit (s)
 BENCHMARKS = [  # the peer comparisons first: the others have earlier GPU numbers
-    ("dataset_ig_vs_captum", ["dataset_ig_vs_captum.py", "--smat-batch-sizes", "128"],
+    ("dataset_ig_vs_captum", ["dataset_ig_vs_captum.py", "--smat-settings", "128x16", "64x8"],
      ["torch", "captum"], 240),
     ("ig_vs_captum", ["ig_vs_captum.py", "--batch-size", "32"], ["torch", "captum"], 180),
     ("encoder_forward", ["encoder_forward.py", "--repeats", "50"], ["torch"], 90),
