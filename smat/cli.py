@@ -284,6 +284,7 @@ def _explain(args: argparse.Namespace) -> int:
     texts = [line for line in Path(args.texts).read_text().splitlines() if line.strip()]
     explanations = explain_texts(args.model, texts, config.explainers,
                                  ig_steps=config.ig_steps, batch_size=config.batch_size,
+                                 length_multiple=config.length_multiple,
                                  precision=config.precision)
     label_names = load(args.model).info.get("label_names") or ()
     print(json.dumps(write_explanations(explanations, args.output_dir, texts=texts,
@@ -324,7 +325,8 @@ def _faithfulness(args: argparse.Namespace) -> int:
     report = faithfulness_report(trained, data, config.explain.explainers, bins=config.bins,
                                  replacement=config.replacement,
                                  ig_steps=config.explain.ig_steps,
-                                 batch_size=config.explain.batch_size)
+                                 batch_size=config.explain.batch_size,
+                                 length_multiple=config.explain.length_multiple)
     _write(args.output_dir, "faithfulness", report)
     return 0
 
@@ -365,7 +367,8 @@ def _agreement(args: argparse.Namespace) -> int:
         result = agreement_comparison(models, data, config.explain.explainers,
                                       metrics=config.metrics, groups=groups,
                                       ig_steps=config.explain.ig_steps,
-                                      batch_size=config.explain.batch_size)
+                                      batch_size=config.explain.batch_size,
+                                      length_multiple=config.explain.length_multiple)
         table = comparison_tables(result)
         write_json_atomic(Path(args.output_dir) / "comparison.json", result)
         (Path(args.output_dir) / "comparison.md").write_text(table + "\n")
@@ -374,7 +377,9 @@ def _agreement(args: argparse.Namespace) -> int:
     report = agreement_report(models["model"], data, config.explain.explainers,
                               metrics=config.metrics, top_k=config.top_k,
                               ig_steps=config.explain.ig_steps,
-                              batch_size=config.explain.batch_size, plot_dir=args.output_dir,
+                              batch_size=config.explain.batch_size,
+                              length_multiple=config.explain.length_multiple,
+                              plot_dir=args.output_dir,
                               groups=groups)
     _write(args.output_dir, "agreement", report)
     return 0
@@ -540,7 +545,8 @@ def _plausibility(args: argparse.Namespace) -> int:
     report = plausibility_report(trained, rationales, config.explain.explainers,
                                  max_len=config.max_len, top_k=config.top_k,
                                  ig_steps=config.explain.ig_steps,
-                                 batch_size=config.explain.batch_size)
+                                 batch_size=config.explain.batch_size,
+                                 length_multiple=config.explain.length_multiple)
     _write(args.output_dir, "plausibility", report)
     return 0
 

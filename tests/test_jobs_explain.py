@@ -51,6 +51,8 @@ def test_length_sorted_cut_batches_equal_one_uncut_call(monkeypatch):
     assert all(width % 8 == 0 for width in widths) and min(widths) < max(widths) == 40
 
 
-def test_explain_config_rejects_an_unknown_precision():
+def test_explain_config_rejects_bad_settings():
     with pytest.raises(ValueError, match="ExplainConfig.precision must be one of"):
         ExplainConfig(explainers=("gradient",), precision="half")
+    with pytest.raises(ValueError, match="ExplainConfig.length_multiple must be >= 1, got 0"):
+        ExplainConfig(explainers=("gradient",), length_multiple=0)

@@ -107,11 +107,23 @@ def test_plausibility_scores_words_and_counts_what_truncation_cuts(trained, eras
     assert short["rationale_words_cut"] == 1 and short["top_k"] == 1
 
 
-def test_commands_write_json_and_markdown(tiny_teacher, eraser_dir, tmp_path, capsys):
+def test_commands_write_json_and_markdown(tiny_teacher, eraser_dir, tmp_path, capsys,
+                                         monkeypatch):
+    from smat.jobs import explain
+
+    multiples = []  # --length-multiple as it reaches the batched explainers
+
+    def recording(*args, length_multiple, **kwargs):
+        multiples.append(length_multiple)
+        return run_explainers(*args, length_multiple=length_multiple, **kwargs)
+
+    run_explainers = explain.explain_encoded
+    monkeypatch.setattr(explain, "explain_encoded", recording)
     model = str(tiny_teacher / "model")
     assert main(["faithfulness", "--model", model, "--explainers", "gradient", "random",
-                 "--num-examples", "8", "--bins", "0.1", "0.5", "--output-dir",
-                 str(tmp_path / "f")]) == 0
+                 "--num-examples", "8", "--bins", "0.1", "0.5", "--length-multiple", "4",
+                 "--output-dir", str(tmp_path / "f")]) == 0
+    assert multiples == [4]
     faith = json.loads((tmp_path / "f" / "faithfulness.json").read_text())
     assert faith["bins"] == [0.1, 0.5] and faith["num_examples"] == 8
     assert "| gradient |" in (tmp_path / "f" / "faithfulness.md").read_text()
@@ -119,6 +131,7 @@ def test_commands_write_json_and_markdown(tiny_teacher, eraser_dir, tmp_path, ca
                  "--num-examples", "8", "--metrics", "pearson", "--output-dir",
                  str(tmp_path / "a")]) == 0
     assert (tmp_path / "a" / "agreement_pearson.png").stat().st_size > 0
+    assert multiples == [4, 16]  # the default
     assert main(["plausibility", "--model", model, "--data-dir", str(eraser_dir),
                  "--explainers", "attention_all", "--output-dir", str(tmp_path / "p")]) == 0
     assert "| attention_all |" in capsys.readouterr().out

@@ -34,7 +34,8 @@ ALPHA = 0.05
 
 def row_agreement(models: Sequence[model_store.TrainedModel], data: Encoded,
                   explainers: Sequence[str], *, metrics: Sequence[str], ig_steps: int = 50,
-                  batch_size: int = 16) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+                  batch_size: int = 16, length_multiple: int = 16
+                  ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per metric, ``(values, defined)`` of shape (N,): each row's agreement averaged over
     explainer pairs and models, and whether any pair of any model defined it.
 
@@ -42,8 +43,8 @@ def row_agreement(models: Sequence[model_store.TrainedModel], data: Encoded,
       ValueError: no model, fewer than two explainers, or an unknown metric.
     """
     check_agreement_inputs(models, data, explainers, metrics=metrics)
-    runs = [explain_data(m, data, explainers, ig_steps=ig_steps, batch_size=batch_size)
-            for m in models]
+    runs = [explain_data(m, data, explainers, ig_steps=ig_steps, batch_size=batch_size,
+                         length_multiple=length_multiple) for m in models]
     result = {}
     for metric in metrics:
         total = np.zeros(len(data.labels))
@@ -100,7 +101,8 @@ def agreement_comparison(variants: Mapping[str, Sequence[model_store.TrainedMode
                          data: Encoded, explainers: Sequence[str], *,
                          metrics: Sequence[str] = ("kendall", "pearson"),
                          groups: Sequence[str] | np.ndarray | None = None,
-                         ig_steps: int = 50, batch_size: int = 16) -> dict[str, Any]:
+                         ig_steps: int = 50, batch_size: int = 16,
+                         length_multiple: int = 16) -> dict[str, Any]:
     """Compare model variants (each one or more seeds) on the same rows: Jukić et al.'s
     Table 2 (``"all"``) and, with `groups`, Table 4 (one entry per group).
 
@@ -120,7 +122,8 @@ def agreement_comparison(variants: Mapping[str, Sequence[model_store.TrainedMode
     for models in variants.values():
         check_agreement_inputs(models, data, explainers, metrics=metrics, groups=groups)
     per_variant = {name: row_agreement(models, data, explainers, metrics=metrics,
-                                       ig_steps=ig_steps, batch_size=batch_size)
+                                       ig_steps=ig_steps, batch_size=batch_size,
+                                       length_multiple=length_multiple)
                    for name, models in variants.items()}
     selections = {"all": np.ones(len(data.labels), bool)}
     if groups is not None:

@@ -88,7 +88,8 @@ def attack_report(trained: model_store.TrainedModel, data: Encoded,
             steps = np.full(len(rows), result.steps)
             return {**{m: getattr(result, m) for m in MEASURES}, "steps": steps}
 
-        values = map_batches(attacked, data, batch_size=config.explain.batch_size)
+        values = map_batches(attacked, data, batch_size=config.explain.batch_size,
+                             length_multiple=config.explain.length_multiple)
         summary: dict[str, Any] = {"steps": float(values["steps"].mean()), "per_row": {}}
         for measure in MEASURES:
             column = values[measure].astype(np.float64)

@@ -247,7 +247,7 @@ def _predict_proba(graphdef) -> Callable[..., jax.Array]:
 def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
                         explainers: Sequence[str], *, bins: Sequence[float] = DEFAULT_BINS,
                         replacement: str = "mask", ig_steps: int = 50,
-                        batch_size: int = 16) -> dict[str, Any]:
+                        batch_size: int = 16, length_multiple: int = 16) -> dict[str, Any]:
     """Comprehensiveness and sufficiency of each explainer of the model's predictions.
 
     .. math::
@@ -266,6 +266,7 @@ def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
       replacement: "mask" ([MASK] id) or "pad" (PAD id).
       ig_steps: integrated-gradients steps.
       batch_size: examples per jitted call (length-sorted batches cut to their longest row).
+      length_multiple: batches are cut to a multiple of this many tokens.
 
     Returns:
       ``{"explainers": {name: {"comprehensiveness": {mean, low, high}, "sufficiency": ...,
@@ -277,9 +278,10 @@ def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
     """
     _replacement_id(trained, replacement)  # checked before any explainer runs
     explained = explain_data(trained, data, explainers, ig_steps=ig_steps,
-                             batch_size=batch_size)
+                             batch_size=batch_size, length_multiple=length_multiple)
     return faithfulness_of_scores(trained, data, explained.scores, bins=bins,
-                                  replacement=replacement, batch_size=batch_size)
+                                  replacement=replacement, batch_size=batch_size,
+                                  length_multiple=length_multiple)
 
 
 def _replacement_id(trained: model_store.TrainedModel, replacement: str) -> int:
@@ -297,7 +299,7 @@ def _replacement_id(trained: model_store.TrainedModel, replacement: str) -> int:
 def faithfulness_of_scores(trained: model_store.TrainedModel, data: Encoded,
                            scores: Mapping[str, np.ndarray], *,
                            bins: Sequence[float] = DEFAULT_BINS, replacement: str = "mask",
-                           batch_size: int = 16) -> dict[str, Any]:
+                           batch_size: int = 16, length_multiple: int = 16) -> dict[str, Any]:
     """:func:`faithfulness_report` of explanations already computed (name -> (N, T) scores
     of the rows of `data`), e.g. ones also scored against a ground truth or combined into
     ensembles, so no explainer runs twice.
@@ -313,7 +315,8 @@ def faithfulness_of_scores(trained: model_store.TrainedModel, data: Encoded,
         result = batched_comprehensiveness_sufficiency(
             predict, data.input_ids, values, attention_mask=data.attention_mask,
             special_tokens_mask=data.special_tokens_mask, token_type_ids=data.token_type_ids,
-            replacement_id=replacement_id, bins=tuple(bins), batch_size=batch_size)
+            replacement_id=replacement_id, bins=tuple(bins), batch_size=batch_size,
+            length_multiple=length_multiple)
         valid = result.valid
         comp, suff = result.comprehensiveness[valid], result.sufficiency[valid]
         report[name] = {"comprehensiveness": _mean_with_ci(comp),
@@ -326,7 +329,7 @@ def faithfulness_of_scores(trained: model_store.TrainedModel, data: Encoded,
 def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
                      explainers: Sequence[str], *,
                      metrics: Sequence[str] = tuple(AGREEMENT_METRICS), top_k: int = 5,
-                     ig_steps: int = 50, batch_size: int = 16,
+                     ig_steps: int = 50, batch_size: int = 16, length_multiple: int = 16,
                      plot_dir: str | None = None,
                      groups: Sequence[str] | np.ndarray | None = None) -> dict[str, Any]:
     """Pairwise agreement of explainers, aggregated over instances, then over models (seeds).
@@ -343,7 +346,7 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
       explainers: two or more explainer names or saved learned explainers.
       metrics: keys of :data:`AGREEMENT_METRICS`.
       top_k: tokens compared by the top-k overlap rate.
-      ig_steps / batch_size: as in :func:`smat.jobs.explain.explain_data`.
+      ig_steps / batch_size / length_multiple: as in :func:`smat.jobs.explain.explain_data`.
       plot_dir: if given, write ``agreement_{metric}.png`` heatmaps there.
       groups: one label per row of `data` (e.g. the cartography groups of
         :func:`smat.jobs.runs.write_cartography`): the whole report is repeated for the
@@ -359,8 +362,8 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
         whose length is not the number of rows.
     """
     check_agreement_inputs(models, data, explainers, metrics=metrics, groups=groups)
-    runs = [explain_data(m, data, explainers, ig_steps=ig_steps, batch_size=batch_size)
-            for m in models]
+    runs = [explain_data(m, data, explainers, ig_steps=ig_steps, batch_size=batch_size,
+                         length_multiple=length_multiple) for m in models]
     stacked = {n: np.stack([r.scores[n] for r in runs]) for n in runs[0].scores}  # (S, B, T)
     mask = runs[0].show
     report = _agreement_summary(stacked, mask, metrics=metrics, top_k=top_k,
@@ -450,7 +453,7 @@ def _agreement_summary(stacked: dict[str, np.ndarray], mask: np.ndarray, *,
 def plausibility_report(trained: model_store.TrainedModel, rationales: RationaleDataset,
                         explainers: Sequence[str], *, max_len: int | None = None,
                         top_k: int | None = None, ig_steps: int = 50,
-                        batch_size: int = 8) -> dict[str, Any]:
+                        batch_size: int = 8, length_multiple: int = 16) -> dict[str, Any]:
     """Agreement of explanations with human rationales, at the word level.
 
     Token scores become word scores by summing each word's sub-word scores (DESIGN 5); per
@@ -466,7 +469,7 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
       explainers: explainer names or saved learned explainers.
       max_len: token length (default: the model's); at most its position embeddings.
       top_k: words selected for the F1 metrics (default: mean rationale length).
-      ig_steps / batch_size: as in :func:`smat.jobs.explain.explain_data`.
+      ig_steps / batch_size / length_multiple: as in :func:`smat.jobs.explain.explain_data`.
 
     Returns:
       ``{"explainers": {name: {"roc_auc", "average_precision", "token_f1", "iou_f1",
@@ -477,7 +480,7 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
     """
     words = _rationale_words(trained, rationales, max_len=max_len)
     explained = explain_data(trained, words.encoded, explainers, ig_steps=ig_steps,
-                             batch_size=batch_size)
+                             batch_size=batch_size, length_multiple=length_multiple)
     k = top_k if top_k is not None else max(1, round(float(words.gold.sum(1).mean())))
     report: dict[str, Any] = {}
     for name, scores in explained.scores.items():

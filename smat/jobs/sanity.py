@@ -84,7 +84,8 @@ def _family_scores(graphdef, family, ids, mask, types, target, *, name, ig_steps
 
 def family_explanations(trained: model_store.TrainedModel, data: Encoded, family: Any,
                         explainers: Sequence[str], *, ig_steps: int = 50,
-                        batch_size: int = 16) -> dict[str, np.ndarray]:
+                        batch_size: int = 16, length_multiple: int = 16
+                        ) -> dict[str, np.ndarray]:
     """(N, S, T) scores of every static explainer under every parameter set of `family`
     (leaves stacked on a leading step axis), all explaining the class `trained` predicts;
     one vmapped call per batch and explainer."""
@@ -103,7 +104,7 @@ def family_explanations(trained: model_store.TrainedModel, data: Encoded, family
         return outputs
 
     return map_batches(explain_batch, data, batch_size=batch_size,
-                       per_token=list(explainers))
+                       length_multiple=length_multiple, per_token=list(explainers))
 
 
 def _model_change(trained: model_store.TrainedModel, data: Encoded,
@@ -141,7 +142,8 @@ def sanity_report(trained: model_store.TrainedModel, data: Encoded, config: Sani
     names = [str(e) for e in config.explain.explainers]
     scores = family_explanations(trained, data, family.params, names,
                                  ig_steps=config.explain.ig_steps,
-                                 batch_size=config.explain.batch_size)
+                                 batch_size=config.explain.batch_size,
+                                 length_multiple=config.explain.length_multiple)
     show = (data.attention_mask != 0) & ~data.special_tokens_mask
     report: dict[str, Any] = {
         "mode": config.mode, "steps": list(family.labels),
