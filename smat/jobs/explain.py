@@ -35,8 +35,7 @@ class ExplainConfig:
       ig_steps: quadrature nodes of integrated gradients.
       batch_size: rows per jitted explainer call.
       length_multiple: batches (length-sorted) are cut to their longest row rounded up to a
-        multiple of this many tokens: smaller pads less and compiles more shapes (on a
-        2-core CPU, IG over short sentences ran fastest at batch 2 cut to multiples of 4).
+        multiple of this many tokens: smaller pads less and compiles more shapes.
       num_examples: explain only the first N examples (None: all).
       precision: "float32" (as trained) or "bfloat16": the model is cast on loading and
         every explanation and evaluation computes in it (scores are returned as float32).
