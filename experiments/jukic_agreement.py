@@ -62,6 +62,7 @@ import numpy as np
 
 from smat.data import take
 from smat.jobs.agreement_study import agreement_comparison, comparison_tables
+from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import (
     agreement_report,
     held_out_split,
@@ -181,19 +182,17 @@ def run(variant: str, *, data_dir: str, output_dir: str | Path, model_source: st
         models[name] = [model_store.load(d / "model") for d in run_dirs[name]]
     trained_seconds = round(time.perf_counter() - start, 1)
     test = held_out_split(models["base"][0], num_examples=config["test_rows"])
-    pairwise = agreement_report(models["base"], test, [*PAPER_METHODS, *MORE_METHODS],
-                                metrics=["kendall", "pearson"], ig_steps=config["ig_steps"])
-    comparison = agreement_comparison(models, test, PAPER_METHODS,
-                                      metrics=["kendall", "pearson"],
-                                      ig_steps=config["ig_steps"])
+    paper = ExplainConfig(explainers=PAPER_METHODS, ig_steps=config["ig_steps"])
+    every = dataclasses.replace(paper, explainers=(*PAPER_METHODS, *MORE_METHODS))
+    pairwise = agreement_report(models["base"], test, every, metrics=["kendall", "pearson"])
+    comparison = agreement_comparison(models, test, paper, metrics=["kendall", "pearson"])
     first_base = run_dirs["base"][0]
     split, labels = load_groups(first_base)
     kept = sample_per_group(labels, config["per_group"])
     kept = kept[labels[kept] != "other"]  # the paper's three groups
     training_rows = take(held_out_split(models["base"][0], split=split), kept)
-    by_group = agreement_comparison(models, training_rows, PAPER_METHODS,
-                                    metrics=["pearson"], groups=labels[kept],
-                                    ig_steps=config["ig_steps"])
+    by_group = agreement_comparison(models, training_rows, paper, metrics=["pearson"],
+                                    groups=labels[kept])
     f1 = {name: [100 * r["test"]["macro_f1"] for r in rs] for name, rs in records.items()}
     summary = {"variant": variant, "weights": weights, "test_f1": f1,
                "pairwise_base": pairwise, "comparison": comparison, "by_group": by_group,

@@ -32,6 +32,7 @@ import numpy as np
 from smat_table1 import median_record
 
 from smat.data import load_eraser
+from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import head_plausibility, plausibility_report
 from smat.store import model_store
 from smat.store.render import plot_head_weights
@@ -61,8 +62,9 @@ def run(table1_dir: str | Path, data_dir: str | Path, *, output_dir: str | Path,
     trained = model_store.load(Path(config["teacher_dir"]) / "model")
     rationales = load_eraser(data_dir, split=split)
     start = time.perf_counter()
-    report = plausibility_report(trained, rationales, [*STATIC, str(learned)],
-                                 max_len=max_len, ig_steps=IG_STEPS, batch_size=batch_size)
+    explain = ExplainConfig(explainers=(*STATIC, str(learned)), ig_steps=IG_STEPS,
+                            batch_size=batch_size)
+    report = plausibility_report(trained, rationales, explain, max_len=max_len)
     oracle = head_plausibility(trained, rationales, max_len=max_len, batch_size=batch_size)
     auc = {name: row["roc_auc"] for name, row in report["explainers"].items()}
     auc["smat"] = auc.pop(str(learned))

@@ -282,10 +282,7 @@ def _explain(args: argparse.Namespace) -> int:
 
     config = _build_config(ExplainConfig, args)
     texts = [line for line in Path(args.texts).read_text().splitlines() if line.strip()]
-    explanations = explain_texts(args.model, texts, config.explainers,
-                                 ig_steps=config.ig_steps, batch_size=config.batch_size,
-                                 length_multiple=config.length_multiple,
-                                 precision=config.precision)
+    explanations = explain_texts(args.model, texts, config)
     label_names = load(args.model).info.get("label_names") or ()
     print(json.dumps(write_explanations(explanations, args.output_dir, texts=texts,
                                         label_names=label_names), indent=2))
@@ -322,11 +319,8 @@ def _faithfulness(args: argparse.Namespace) -> int:
     config = _build_config(FaithfulnessConfig, args)
     trained = load(args.model, precision=config.explain.precision)
     data = held_out_split(trained, num_examples=config.explain.num_examples)
-    report = faithfulness_report(trained, data, config.explain.explainers, bins=config.bins,
-                                 replacement=config.replacement,
-                                 ig_steps=config.explain.ig_steps,
-                                 batch_size=config.explain.batch_size,
-                                 length_multiple=config.explain.length_multiple)
+    report = faithfulness_report(trained, data, config.explain, bins=config.bins,
+                                 replacement=config.replacement)
     _write(args.output_dir, "faithfulness", report)
     return 0
 
@@ -364,23 +358,15 @@ def _agreement(args: argparse.Namespace) -> int:
         data, groups = take(data, rows), labels[rows]
     Path(args.output_dir).mkdir(parents=True, exist_ok=True)
     if args.variant is not None:
-        result = agreement_comparison(models, data, config.explain.explainers,
-                                      metrics=config.metrics, groups=groups,
-                                      ig_steps=config.explain.ig_steps,
-                                      batch_size=config.explain.batch_size,
-                                      length_multiple=config.explain.length_multiple)
+        result = agreement_comparison(models, data, config.explain, metrics=config.metrics,
+                                      groups=groups)
         table = comparison_tables(result)
         write_json_atomic(Path(args.output_dir) / "comparison.json", result)
         (Path(args.output_dir) / "comparison.md").write_text(table + "\n")
         print(table)
         return 0
-    report = agreement_report(models["model"], data, config.explain.explainers,
-                              metrics=config.metrics, top_k=config.top_k,
-                              ig_steps=config.explain.ig_steps,
-                              batch_size=config.explain.batch_size,
-                              length_multiple=config.explain.length_multiple,
-                              plot_dir=args.output_dir,
-                              groups=groups)
+    report = agreement_report(models["model"], data, config.explain, metrics=config.metrics,
+                              top_k=config.top_k, plot_dir=args.output_dir, groups=groups)
     _write(args.output_dir, "agreement", report)
     return 0
 
@@ -542,11 +528,8 @@ def _plausibility(args: argparse.Namespace) -> int:
     if config.explain.num_examples is not None:
         rationales = rationales.select(
             range(min(config.explain.num_examples, len(rationales))))
-    report = plausibility_report(trained, rationales, config.explain.explainers,
-                                 max_len=config.max_len, top_k=config.top_k,
-                                 ig_steps=config.explain.ig_steps,
-                                 batch_size=config.explain.batch_size,
-                                 length_multiple=config.explain.length_multiple)
+    report = plausibility_report(trained, rationales, config.explain, max_len=config.max_len,
+                                 top_k=config.top_k)
     _write(args.output_dir, "plausibility", report)
     return 0
 

@@ -13,6 +13,7 @@ from smat.jobs.agreement_study import (
     comparison_tables,
     row_agreement,
 )
+from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import agreement_report, held_out_split
 from smat.store.model_store import load
 
@@ -41,20 +42,20 @@ def test_compare_variants_by_hand():
 
 def test_row_agreement_averages_to_the_agreement_report(trained):
     data = held_out_split(trained, num_examples=16)
-    names = ["gradient", "attention_all"]
-    values, defined = row_agreement([trained], data, names, metrics=["pearson"])["pearson"]
-    report = agreement_report([trained], data, names, metrics=["pearson"])
+    explain = ExplainConfig(explainers=("gradient", "attention_all"))
+    values, defined = row_agreement([trained], data, explain, metrics=["pearson"])["pearson"]
+    report = agreement_report([trained], data, explain, metrics=["pearson"])
     assert values[defined].mean() == pytest.approx(
         report["metrics"]["pearson"]["matrix"][0][1], abs=1e-4)
     with pytest.raises(ValueError, match="unknown agreement metrics"):
-        row_agreement([trained], data, names, metrics=["cosine"])
+        row_agreement([trained], data, explain, metrics=["cosine"])
 
 
 def test_identical_variants_tie_and_groups_split_rows(trained):
     data = held_out_split(trained, num_examples=16)
     groups = np.array(["easy", "hard"] * 8)
-    result = agreement_comparison({"base": [trained], "copy": [trained]}, data,
-                                  ["gradient", "attention_all", "input_x_gradient"],
+    explain = ExplainConfig(explainers=("gradient", "attention_all", "input_x_gradient"))
+    result = agreement_comparison({"base": [trained], "copy": [trained]}, data, explain,
                                   metrics=["pearson"], groups=groups)
     assert list(result["groups"]) == ["all", "easy", "hard"]
     for part in result["groups"].values():
@@ -65,9 +66,9 @@ def test_identical_variants_tie_and_groups_split_rows(trained):
     table = comparison_tables(result)
     assert "| metric | base | copy |" in table and "pearson by group:" in table
     with pytest.raises(ValueError, match="two or more model variants"):
-        agreement_comparison({"base": [trained]}, data, ["gradient", "random"])
+        agreement_comparison({"base": [trained]}, data, explain)
     with pytest.raises(ValueError, match="without models"):
-        agreement_comparison({"base": [trained], "none": []}, data, ["gradient", "random"])
+        agreement_comparison({"base": [trained], "none": []}, data, explain)
 
 
 def test_agreement_command_compares_variants(tiny_teacher, tmp_path, capsys):

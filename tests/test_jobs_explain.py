@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from smat.jobs.explain import ExplainConfig, explain_encoded
+from smat.jobs.explain import ExplainConfig, check_model_and_rows, explain_encoded
 from smat.models import functional
 from tests.helpers import synthetic_encoded, tiny_classifier
 
@@ -56,3 +56,17 @@ def test_explain_config_rejects_bad_settings():
         ExplainConfig(explainers=("gradient",), precision="half")
     with pytest.raises(ValueError, match="ExplainConfig.length_multiple must be >= 1, got 0"):
         ExplainConfig(explainers=("gradient",), length_multiple=0)
+
+
+def test_a_config_is_never_silently_ignored():
+    """explain_data and the reports check the model's precision and the row count against
+    the config they are given (check_model_and_rows) instead of ignoring either."""
+    _, params = functional.split(tiny_classifier(seed=4))
+    explain = ExplainConfig(explainers=("gradient",), num_examples=3)
+    check_model_and_rows(params, 3, explain)
+    with pytest.raises(ValueError, match="5 rows given but ExplainConfig.num_examples is 3: "
+                                         "select the rows first"):
+        check_model_and_rows(params, 5, explain)
+    with pytest.raises(ValueError, match="the model is in bfloat16 but ExplainConfig.precision "
+                                         "is 'float32'"):
+        check_model_and_rows(functional.cast(params, "bfloat16"), 3, explain)

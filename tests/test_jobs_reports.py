@@ -1,6 +1,7 @@
 """Tests for smat.jobs.reports and its commands (faithfulness, agreement,
 plausibility) on the tiny teacher of conftest.py."""
 
+import dataclasses
 import json
 
 import jax
@@ -12,7 +13,7 @@ from jax.tree_util import Partial
 from smat.cli import main
 from smat.data import load_eraser, take
 from smat.evaluation import agreement_matrix, comprehensiveness_sufficiency, holm_bonferroni
-from smat.jobs.explain import explain_data
+from smat.jobs.explain import ExplainConfig, explain_data
 from smat.jobs.reports import (
     _predict_proba,
     agreement_report,
@@ -26,6 +27,8 @@ from smat.jobs.reports import (
 )
 from smat.models import functional
 from smat.store.model_store import load
+
+RANDOM = ExplainConfig(explainers=("random",))
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +47,9 @@ def test_held_out_split_is_the_teacher_test_split(trained, tiny_teacher):
 
 def test_faithfulness_report_equals_one_unbatched_metric_call(trained):
     data = held_out_split(trained, num_examples=20)
-    report = faithfulness_report(trained, data, ["gradient", "random"], batch_size=7)
-    explained = explain_data(trained, data, ["gradient", "random"])  # one metric call below
+    explain = ExplainConfig(explainers=("gradient", "random"), batch_size=7)
+    report = faithfulness_report(trained, data, explain)
+    explained = explain_data(trained, data, dataclasses.replace(explain, batch_size=16))
     graphdef, params = functional.split(trained.model)
     for name in ("gradient", "random"):
         whole = comprehensiveness_sufficiency(
@@ -65,17 +69,17 @@ def test_faithfulness_report_equals_one_unbatched_metric_call(trained):
 def test_faithfulness_rejects_bad_input(trained):
     data = held_out_split(trained, num_examples=4)
     with pytest.raises(ValueError, match="replacement must be 'mask' or 'pad'"):
-        faithfulness_report(trained, data, ["random"], replacement="unk")
+        faithfulness_report(trained, data, RANDOM, replacement="unk")
     regression = trained._replace(info={**trained.info, "task": "regression"})
     with pytest.raises(ValueError, match="track a class probability"):
-        faithfulness_report(regression, data, ["random"])
+        faithfulness_report(regression, data, RANDOM)
 
 
 def test_agreement_over_identical_seeds_equals_one_seed(trained):
     data = held_out_split(trained, num_examples=24)
-    names = ["gradient", "input_x_gradient", "attention_all"]
-    report = agreement_report([trained, trained], data, names, metrics=["spearman", "pearson"])
-    explained = explain_data(trained, data, names)
+    explain = ExplainConfig(explainers=("gradient", "input_x_gradient", "attention_all"))
+    report = agreement_report([trained, trained], data, explain, metrics=["spearman", "pearson"])
+    explained = explain_data(trained, data, explain)
     one = agreement_matrix(explained.scores, explained.show, metric="spearman")
     np.testing.assert_allclose(report["metrics"]["spearman"]["matrix"], one.values, atol=1e-4)
     assert report["num_models"] == 2 and len(report["tests"]) == 3
@@ -85,14 +89,15 @@ def test_agreement_over_identical_seeds_equals_one_seed(trained):
     assert [t["significant"] for t in report["tests"]] == rejected.tolist()
     assert all(0.0 <= v <= 1.0 for v in report["top_k_overlap"].values())
     with pytest.raises(ValueError, match="two or more"):
-        agreement_report([trained], data, ["gradient"])
+        agreement_report([trained], data, ExplainConfig(explainers=("gradient",)))
     with pytest.raises(ValueError, match="unknown agreement metrics"):
-        agreement_report([trained], data, names, metrics=["cosine"])
+        agreement_report([trained], data, explain, metrics=["cosine"])
 
 
 def test_plausibility_scores_words_and_counts_what_truncation_cuts(trained, eraser_dir):
     rationales = load_eraser(eraser_dir, split="test")
-    report = plausibility_report(trained, rationales, ["gradient", "random"])
+    report = plausibility_report(trained, rationales,
+                                 ExplainConfig(explainers=("gradient", "random")))
     assert report["rationale_words"] == 4 and report["rationale_words_cut"] == 0
     assert report["top_k"] == 2  # mean rationale length: (1 + 3) / 2
     for row in report["explainers"].values():
@@ -100,7 +105,7 @@ def test_plausibility_scores_words_and_counts_what_truncation_cuts(trained, eras
             assert 0.0 <= row[metric] <= 1.0
     # 8 tokens: [CLS] + 6 words + [SEP]; word 6 of the second rationale (words 4-6) is cut.
     with pytest.warns(UserWarning) as caught:
-        short = plausibility_report(trained, rationales, ["random"], max_len=8, top_k=1)
+        short = plausibility_report(trained, rationales, RANDOM, max_len=8, top_k=1)
     messages = [str(w.message) for w in caught]
     assert any("2 of 2 texts are longer than max_len=8" in m for m in messages)
     assert any("1 of 4 rationale words lie beyond max_len=8" in m for m in messages)
@@ -148,7 +153,8 @@ def test_markdown_table_rejects_unknown_kind():
 def test_head_plausibility_layer_oracle_equals_the_layer_mean_explainer(trained, eraser_dir):
     rationales = load_eraser(eraser_dir, split="test")
     oracle = head_plausibility(trained, rationales)
-    report = plausibility_report(trained, rationales, ["attention_last"])
+    report = plausibility_report(trained, rationales,
+                                 ExplainConfig(explainers=("attention_last",)))
     encoder = trained.model.encoder.config
     heads = np.asarray(oracle["head_auc"])
     assert heads.shape == (encoder.num_layers, encoder.num_heads)
@@ -161,12 +167,12 @@ def test_head_plausibility_layer_oracle_equals_the_layer_mean_explainer(trained,
 
 def test_agreement_by_group_equals_agreement_on_each_group_alone(trained):
     data = held_out_split(trained, num_examples=24)
-    names = ["gradient", "attention_all"]
+    explain = ExplainConfig(explainers=("gradient", "attention_all"))
     groups = np.array(["hard", "easy", "x"] * 8)
-    report = agreement_report([trained], data, names, metrics=["pearson"], groups=groups)
+    report = agreement_report([trained], data, explain, metrics=["pearson"], groups=groups)
     assert list(report["groups"]) == ["easy", "hard", "x"]  # cartography order, then others
     for label, part in report["groups"].items():
-        alone = agreement_report([trained], take(data, np.flatnonzero(groups == label)), names,
+        alone = agreement_report([trained], take(data, np.flatnonzero(groups == label)), explain,
                                  metrics=["pearson"])
         assert part["num_examples"] == 8
         assert part["metrics"]["pearson"]["matrix"] == alone["metrics"]["pearson"]["matrix"]
@@ -174,7 +180,7 @@ def test_agreement_by_group_equals_agreement_on_each_group_alone(trained):
     table = markdown_table("agreement", report)
     assert "| easy | 8 |" in table and "Mean over pairs by group" in table
     with pytest.raises(ValueError, match="groups has 3 labels for 24 rows"):
-        agreement_report([trained], data, names, groups=groups[:3])
+        agreement_report([trained], data, explain, groups=groups[:3])
 
 
 def test_groups_files_and_samples(tmp_path):
@@ -231,15 +237,20 @@ def test_bfloat16_explanations_and_faithfulness_stay_close_to_float32(tiny_teach
     leaves = jax.tree.leaves(functional.split(low.model)[1])
     assert {leaf.dtype for leaf in leaves} == {jnp.dtype(jnp.bfloat16)}
     data = held_out_split(trained, num_examples=16)
-    full = explain_data(trained, data, ["integrated_gradients"], ig_steps=8)
-    half = explain_data(low, data, ["integrated_gradients"], ig_steps=8)
+    explain = ExplainConfig(explainers=("integrated_gradients",), ig_steps=8)
+    full = explain_data(trained, data, explain)
+    half = explain_data(low, data, dataclasses.replace(explain, precision="bfloat16"))
     a, b = full.scores["integrated_gradients"], half.scores["integrated_gradients"]
     assert b.dtype == np.float32 and not np.array_equal(a, b)
     relative = np.abs(a - b).max() / np.abs(a).max()
     assert relative < 0.1, relative  # bfloat16 keeps 8 significant bits
-    reports = [faithfulness_report(m, data, ["gradient"], batch_size=8)
-               for m in (trained, low)]
+    reports = [faithfulness_report(m, data, ExplainConfig(explainers=("gradient",),
+                                                          batch_size=8, precision=precision))
+               for m, precision in ((trained, "float32"), (low, "bfloat16"))]
     comp = [r["explainers"]["gradient"]["comprehensiveness"]["mean"] for r in reports]
     assert abs(comp[0] - comp[1]) < 0.05, comp
     with pytest.raises(ValueError, match="precision must be one of"):
         load(tiny_teacher / "model", precision="float16")
+    with pytest.raises(ValueError, match="the model is in bfloat16 but ExplainConfig.precision "
+                                         "is 'float32': load it with"):
+        explain_data(low, data, explain)

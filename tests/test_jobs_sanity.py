@@ -59,11 +59,12 @@ def test_step_zero_reproduces_the_original_explanations(trained, tmp_path):
 
 def test_the_family_path_explains_step_zero_like_explain_data(trained):
     data = held_out_split(trained, num_examples=6)
-    names = ["gradient", "integrated_gradients", "random"]
-    plain = explain_data(trained, data, names, ig_steps=8).scores
+    explain = ExplainConfig(explainers=("gradient", "integrated_gradients", "random"),
+                            ig_steps=8)
+    plain = explain_data(trained, data, explain).scores
     family = randomized_family(trained.model, mode="cascading", depth=1)
-    scores = family_explanations(trained, data, family.params, names, ig_steps=8)
-    for name in names:
+    scores = family_explanations(trained, data, family.params, explain)
+    for name in explain.explainers:
         assert scores[name].shape == (6, 2, plain[name].shape[1])
         np.testing.assert_allclose(scores[name][:, 0], plain[name], rtol=1e-5, atol=1e-6)
 

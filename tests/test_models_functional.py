@@ -80,3 +80,13 @@ def test_cast_changes_only_floating_leaves_and_rejects_unknown_precisions():
     with pytest.raises(ValueError, match=r"precision must be one of \('float32', 'bfloat16'\), "
                                          "got 'fp8'"):
         functional.cast(params, "fp8")
+
+
+def test_precision_of_reads_the_floating_leaves_and_rejects_a_mix():
+    params = {"w": jnp.ones((2, 2), jnp.float32), "ids": jnp.arange(3)}
+    assert functional.precision_of(params) == "float32"
+    assert functional.precision_of(functional.cast(params, "bfloat16")) == "bfloat16"
+    with pytest.raises(ValueError, match=r"parameters in \['bfloat16', 'float32'\]"):
+        functional.precision_of({**params, "b": jnp.ones(2, jnp.bfloat16)})
+    with pytest.raises(ValueError, match=r"parameters in \['float16'\]"):
+        functional.precision_of({"w": jnp.ones(2, jnp.float16)})

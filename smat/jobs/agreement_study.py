@@ -25,7 +25,7 @@ import numpy as np
 
 from smat.data import Encoded
 from smat.evaluation.statistics import holm_bonferroni, wilcoxon_greater
-from smat.jobs.explain import explain_data
+from smat.jobs.explain import ExplainConfig, explain_data
 from smat.jobs.reports import PER_INSTANCE, check_agreement_inputs, ordered_groups
 from smat.store import model_store
 
@@ -33,8 +33,7 @@ ALPHA = 0.05
 
 
 def row_agreement(models: Sequence[model_store.TrainedModel], data: Encoded,
-                  explainers: Sequence[str], *, metrics: Sequence[str], ig_steps: int = 50,
-                  batch_size: int = 16, length_multiple: int = 16
+                  explain: ExplainConfig, *, metrics: Sequence[str]
                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per metric, ``(values, defined)`` of shape (N,): each row's agreement averaged over
     explainer pairs and models, and whether any pair of any model defined it.
@@ -42,9 +41,8 @@ def row_agreement(models: Sequence[model_store.TrainedModel], data: Encoded,
     Raises:
       ValueError: no model, fewer than two explainers, or an unknown metric.
     """
-    check_agreement_inputs(models, data, explainers, metrics=metrics)
-    runs = [explain_data(m, data, explainers, ig_steps=ig_steps, batch_size=batch_size,
-                         length_multiple=length_multiple) for m in models]
+    check_agreement_inputs(models, data, explain.explainers, metrics=metrics)
+    runs = [explain_data(m, data, explain) for m in models]
     result = {}
     for metric in metrics:
         total = np.zeros(len(data.labels))
@@ -98,11 +96,9 @@ def compare_variants(rows: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[
 
 
 def agreement_comparison(variants: Mapping[str, Sequence[model_store.TrainedModel]],
-                         data: Encoded, explainers: Sequence[str], *,
+                         data: Encoded, explain: ExplainConfig, *,
                          metrics: Sequence[str] = ("kendall", "pearson"),
-                         groups: Sequence[str] | np.ndarray | None = None,
-                         ig_steps: int = 50, batch_size: int = 16,
-                         length_multiple: int = 16) -> dict[str, Any]:
+                         groups: Sequence[str] | np.ndarray | None = None) -> dict[str, Any]:
     """Compare model variants (each one or more seeds) on the same rows: Jukić et al.'s
     Table 2 (``"all"``) and, with `groups`, Table 4 (one entry per group).
 
@@ -120,17 +116,16 @@ def agreement_comparison(variants: Mapping[str, Sequence[model_store.TrainedMode
     if empty:
         raise ValueError(f"variants without models: {empty}")
     for models in variants.values():
-        check_agreement_inputs(models, data, explainers, metrics=metrics, groups=groups)
-    per_variant = {name: row_agreement(models, data, explainers, metrics=metrics,
-                                       ig_steps=ig_steps, batch_size=batch_size,
-                                       length_multiple=length_multiple)
+        check_agreement_inputs(models, data, explain.explainers, metrics=metrics,
+                               groups=groups)
+    per_variant = {name: row_agreement(models, data, explain, metrics=metrics)
                    for name, models in variants.items()}
     selections = {"all": np.ones(len(data.labels), bool)}
     if groups is not None:
         groups = np.asarray(groups).astype(str)
         selections.update({label: groups == label for label in ordered_groups(groups)})
     return {"variants": list(variants), "metrics": list(metrics),
-            "explainers": [str(e) for e in explainers], "num_rows": int(len(data.labels)),
+            "explainers": [str(e) for e in explain.explainers], "num_rows": int(len(data.labels)),
             "groups": {label: {metric: compare_variants(
                 {name: (rows[metric][0][keep], rows[metric][1][keep])
                  for name, rows in per_variant.items()}) for metric in metrics}

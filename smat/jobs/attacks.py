@@ -14,7 +14,7 @@ import numpy as np
 from smat.data import Encoded
 from smat.evaluation.attacks import ATTACKABLE, OBJECTIVES, attack_model
 from smat.evaluation.statistics import bootstrap_ci
-from smat.jobs.explain import ExplainConfig
+from smat.jobs.explain import ExplainConfig, check_model_and_rows
 from smat.models import functional
 from smat.models.inference import map_batches
 from smat.store import model_store
@@ -70,8 +70,12 @@ def attack_report(trained: model_store.TrainedModel, data: Encoded,
     Returns:
       ``{"objective", "epsilon", "num_examples", "explainers": {name: {measure: {"mean",
       "low", "high"}, "steps": mean steps, "per_row": {measure: [...]}}}}``.
+
+    Raises:
+      ValueError: as :func:`smat.jobs.explain.explain_data`.
     """
     graphdef, params = functional.split(trained.model)
+    check_model_and_rows(params, len(data.labels), config.explain)
     report: dict[str, Any] = {"objective": config.objective, "epsilon": config.epsilon,
                               "num_examples": int(len(data.labels)), "explainers": {}}
     for name in (str(e) for e in config.explain.explainers):

@@ -24,7 +24,7 @@ import numpy as np
 
 from smat.data import take
 from smat.evaluation.simulability import simulability_table
-from smat.jobs.explain import explain_data, write_explanations
+from smat.jobs.explain import ExplainConfig, explain_data, write_explanations
 from smat.jobs.grid import run_grid
 from smat.jobs.runs import DataConfig, load_examples, protocol_data, run_teacher
 from smat.store import model_store
@@ -100,8 +100,8 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
     parts = protocol_data(data, load_examples(data), trained.tokenizer,
                           num_examples=num_examples)
     shown = take(parts.student_test, np.arange(NUM_SHOWN))
-    names = ["gradient", "attention_all"] + ([str(smat_dir / "explainer")] if figure else [])
-    explanations = explain_data(trained, shown, names)
+    names = ("gradient", "attention_all") + ((str(smat_dir / "explainer"),) if figure else ())
+    explanations = explain_data(trained, shown, ExplainConfig(explainers=names))
     explanations = explanations._replace(scores={
         ("smat (learned)" if name.endswith("explainer") else name): value
         for name, value in explanations.scores.items()})

@@ -126,33 +126,50 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
     return scores, predictions_from_logits(outputs["logits"], task)
 
 
-def explain_texts(model_dir: str | Path, texts: Sequence[str], explainers: Sequence[str | Path],
-                  *, ig_steps: int = 50, batch_size: int = 16, length_multiple: int = 16,
-                  precision: str = "float32") -> Explanations:
-    """Tokenize `texts`, predict them with the saved model (cast to `precision`, see
-    :func:`smat.store.model_store.load`) and explain each prediction."""
+def explain_texts(model_dir: str | Path, texts: Sequence[str],
+                  explain: ExplainConfig) -> Explanations:
+    """Tokenize `texts`, predict them with the saved model (loaded in ``explain.precision``,
+    see :func:`smat.store.model_store.load`) and explain each prediction."""
     if not texts:
         raise ValueError("no texts to explain (the input is empty)")
-    registry.check_explainers(explainers)
-    trained = model_store.load(model_dir, precision=precision)
+    trained = model_store.load(model_dir, precision=explain.precision)
     data = tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
-    return explain_data(trained, data, explainers, ig_steps=ig_steps, batch_size=batch_size,
-                        length_multiple=length_multiple)
+    return explain_data(trained, data, explain)
 
 
 def explain_data(trained: model_store.TrainedModel, data: Encoded,
-                 explainers: Sequence[str | Path], *, ig_steps: int = 50,
-                 batch_size: int = 16, length_multiple: int = 16) -> Explanations:
-    """Predict tokenized `data` with a loaded model and explain each prediction
-    (:func:`explain_encoded`)."""
+                 explain: ExplainConfig) -> Explanations:
+    """Predict tokenized `data` with a loaded model and explain each prediction with
+    ``explain``'s explainers and settings (:func:`explain_encoded`).
+
+    Raises:
+      ValueError: the model is not in ``explain.precision`` (load it with
+        ``model_store.load(path, precision=...)``), or `data` has more rows than
+        ``explain.num_examples`` (the commands select those rows; here the caller does).
+    """
     graphdef, params = functional.split(trained.model)
-    scores, predictions = explain_encoded(graphdef, params, data, explainers,
-                                          task=trained.info["task"], ig_steps=ig_steps,
-                                          batch_size=batch_size,
-                                          length_multiple=length_multiple)
+    check_model_and_rows(params, len(data.labels), explain)
+    scores, predictions = explain_encoded(graphdef, params, data, explain.explainers,
+                                          task=trained.info["task"], ig_steps=explain.ig_steps,
+                                          batch_size=explain.batch_size,
+                                          length_multiple=explain.length_multiple)
     tokens = [trained.tokenizer.convert_ids_to_tokens(row.tolist()) for row in data.input_ids]
     show = (data.attention_mask != 0) & ~data.special_tokens_mask
     return Explanations(tokens, scores, show, predictions)
+
+
+def check_model_and_rows(params, num_rows: int, explain: ExplainConfig) -> None:
+    """Raise unless `params` are in ``explain.precision`` and `num_rows` is within
+    ``explain.num_examples``: nothing the config asks for is silently left undone."""
+    precision = functional.precision_of(params)
+    if precision != explain.precision:
+        raise ValueError(f"the model is in {precision} but ExplainConfig.precision is "
+                         f"{explain.precision!r}: load it with model_store.load(path, "
+                         f"precision={explain.precision!r})")
+    if explain.num_examples is not None and num_rows > explain.num_examples:
+        raise ValueError(f"{num_rows} rows given but ExplainConfig.num_examples is "
+                         f"{explain.num_examples}: select the rows first (e.g. "
+                         "held_out_split(trained, num_examples=...))")
 
 
 def write_explanations(explanations: Explanations, output_dir: str | Path, *,

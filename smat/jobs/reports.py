@@ -245,9 +245,8 @@ def _predict_proba(graphdef) -> Callable[..., jax.Array]:
 
 
 def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
-                        explainers: Sequence[str], *, bins: Sequence[float] = DEFAULT_BINS,
-                        replacement: str = "mask", ig_steps: int = 50,
-                        batch_size: int = 16, length_multiple: int = 16) -> dict[str, Any]:
+                        explain: ExplainConfig, *, bins: Sequence[float] = DEFAULT_BINS,
+                        replacement: str = "mask") -> dict[str, Any]:
     """Comprehensiveness and sufficiency of each explainer of the model's predictions.
 
     .. math::
@@ -261,12 +260,11 @@ def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
     Args:
       trained: a classification model.
       data: tokenized examples.
-      explainers: registry names (:mod:`smat.registry`) or saved learned explainers.
+      explain: the explainers (registry names or saved learned explainers) and how they run
+        (:func:`smat.jobs.explain.explain_data`); the masked passes use its batch_size and
+        length_multiple too.
       bins: fractions of tokens in (0, 1].
       replacement: "mask" ([MASK] id) or "pad" (PAD id).
-      ig_steps: integrated-gradients steps.
-      batch_size: examples per jitted call (length-sorted batches cut to their longest row).
-      length_multiple: batches are cut to a multiple of this many tokens.
 
     Returns:
       ``{"explainers": {name: {"comprehensiveness": {mean, low, high}, "sufficiency": ...,
@@ -274,14 +272,14 @@ def faithfulness_report(trained: model_store.TrainedModel, data: Encoded,
       comprehensiveness and lower sufficiency are more faithful.
 
     Raises:
-      ValueError: a regression model, an unknown replacement, or a tokenizer without it.
+      ValueError: a regression model, an unknown replacement, or a tokenizer without it
+        (and what :func:`smat.jobs.explain.explain_data` raises).
     """
     _replacement_id(trained, replacement)  # checked before any explainer runs
-    explained = explain_data(trained, data, explainers, ig_steps=ig_steps,
-                             batch_size=batch_size, length_multiple=length_multiple)
+    explained = explain_data(trained, data, explain)
     return faithfulness_of_scores(trained, data, explained.scores, bins=bins,
-                                  replacement=replacement, batch_size=batch_size,
-                                  length_multiple=length_multiple)
+                                  replacement=replacement, batch_size=explain.batch_size,
+                                  length_multiple=explain.length_multiple)
 
 
 def _replacement_id(trained: model_store.TrainedModel, replacement: str) -> int:
@@ -327,9 +325,8 @@ def faithfulness_of_scores(trained: model_store.TrainedModel, data: Encoded,
 
 
 def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
-                     explainers: Sequence[str], *,
+                     explain: ExplainConfig, *,
                      metrics: Sequence[str] = tuple(AGREEMENT_METRICS), top_k: int = 5,
-                     ig_steps: int = 50, batch_size: int = 16, length_multiple: int = 16,
                      plot_dir: str | None = None,
                      groups: Sequence[str] | np.ndarray | None = None) -> dict[str, Any]:
     """Pairwise agreement of explainers, aggregated over instances, then over models (seeds).
@@ -343,10 +340,10 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
     Args:
       models: one or more trained models sharing a tokenizer (e.g. seeds of one teacher).
       data: tokenized examples.
-      explainers: two or more explainer names or saved learned explainers.
+      explain: two or more explainers (names or saved learned explainers) and how they run
+        (:func:`smat.jobs.explain.explain_data`).
       metrics: keys of :data:`AGREEMENT_METRICS`.
       top_k: tokens compared by the top-k overlap rate.
-      ig_steps / batch_size / length_multiple: as in :func:`smat.jobs.explain.explain_data`.
       plot_dir: if given, write ``agreement_{metric}.png`` heatmaps there.
       groups: one label per row of `data` (e.g. the cartography groups of
         :func:`smat.jobs.runs.write_cartography`): the whole report is repeated for the
@@ -359,11 +356,11 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
 
     Raises:
       ValueError: no model, fewer than two explainers, an unknown metric, or a `groups`
-        whose length is not the number of rows.
+        whose length is not the number of rows (and what
+        :func:`smat.jobs.explain.explain_data` raises).
     """
-    check_agreement_inputs(models, data, explainers, metrics=metrics, groups=groups)
-    runs = [explain_data(m, data, explainers, ig_steps=ig_steps, batch_size=batch_size,
-                         length_multiple=length_multiple) for m in models]
+    check_agreement_inputs(models, data, explain.explainers, metrics=metrics, groups=groups)
+    runs = [explain_data(m, data, explain) for m in models]
     stacked = {n: np.stack([r.scores[n] for r in runs]) for n in runs[0].scores}  # (S, B, T)
     mask = runs[0].show
     report = _agreement_summary(stacked, mask, metrics=metrics, top_k=top_k,
@@ -451,9 +448,8 @@ def _agreement_summary(stacked: dict[str, np.ndarray], mask: np.ndarray, *,
 
 
 def plausibility_report(trained: model_store.TrainedModel, rationales: RationaleDataset,
-                        explainers: Sequence[str], *, max_len: int | None = None,
-                        top_k: int | None = None, ig_steps: int = 50,
-                        batch_size: int = 8, length_multiple: int = 16) -> dict[str, Any]:
+                        explain: ExplainConfig, *, max_len: int | None = None,
+                        top_k: int | None = None) -> dict[str, Any]:
     """Agreement of explanations with human rationales, at the word level.
 
     Token scores become word scores by summing each word's sub-word scores (DESIGN 5); per
@@ -466,21 +462,21 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
     Args:
       trained: a model whose tokenizer and labels fit the rationale data.
       rationales: texts with word-level rationale masks (``smat.data.load_eraser``).
-      explainers: explainer names or saved learned explainers.
+      explain: the explainers (names or saved learned explainers) and how they run
+        (:func:`smat.jobs.explain.explain_data`).
       max_len: token length (default: the model's); at most its position embeddings.
       top_k: words selected for the F1 metrics (default: mean rationale length).
-      ig_steps / batch_size / length_multiple: as in :func:`smat.jobs.explain.explain_data`.
 
     Returns:
       ``{"explainers": {name: {"roc_auc", "average_precision", "token_f1", "iou_f1",
       "num_excluded_auc"}}, "top_k", "num_examples", "words_scored", "rationale_words_cut"}``.
 
     Raises:
-      ValueError: the rationales do not annotate their first text segment.
+      ValueError: the rationales do not annotate their first text segment (and what
+        :func:`smat.jobs.explain.explain_data` raises).
     """
     words = _rationale_words(trained, rationales, max_len=max_len)
-    explained = explain_data(trained, words.encoded, explainers, ig_steps=ig_steps,
-                             batch_size=batch_size, length_multiple=length_multiple)
+    explained = explain_data(trained, words.encoded, explain)
     k = top_k if top_k is not None else max(1, round(float(words.gold.sum(1).mean())))
     report: dict[str, Any] = {}
     for name, scores in explained.scores.items():

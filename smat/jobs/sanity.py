@@ -17,7 +17,6 @@ nearly as it was, and then a faithful explanation should stay too).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from smat import registry
 from smat.data import Encoded
 from smat.evaluation.agreement import spearman_rho, top_k_overlap
 from smat.evaluation.statistics import bootstrap_ci
-from smat.jobs.explain import ExplainConfig
+from smat.jobs.explain import ExplainConfig, check_model_and_rows
 from smat.models import functional
 from smat.models.inference import batch_logits, map_batches, predict_logits
 from smat.models.randomize import MODES, RandomizedFamily, randomized_family
@@ -83,38 +82,43 @@ def _family_scores(graphdef, family, ids, mask, types, target, *, name, ig_steps
 
 
 def family_explanations(trained: model_store.TrainedModel, data: Encoded, family: Any,
-                        explainers: Sequence[str], *, ig_steps: int = 50,
-                        batch_size: int = 16, length_multiple: int = 16
-                        ) -> dict[str, np.ndarray]:
-    """(N, S, T) scores of every static explainer under every parameter set of `family`
-    (leaves stacked on a leading step axis), all explaining the class `trained` predicts;
-    one vmapped call per batch and explainer."""
+                        explain: ExplainConfig) -> dict[str, np.ndarray]:
+    """(N, S, T) scores of every static explainer of `explain` under every parameter set of
+    `family` (leaves stacked on a leading step axis), all explaining the class `trained`
+    predicts; one vmapped call per batch and explainer.
+
+    Raises:
+      ValueError: as :func:`smat.jobs.explain.explain_data`.
+    """
     graphdef, params = functional.split(trained.model)
+    check_model_and_rows(params, len(data.labels), explain)
+    names = [str(e) for e in explain.explainers]
 
     def explain_batch(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
         # the trained model's class, once per batch (the cut columns are padding)
         target = jnp.argmax(batch_logits(graphdef, params, batch.input_ids,
                                          batch.attention_mask, batch.token_type_ids), axis=-1)
         outputs = {}
-        for name in explainers:
+        for name in names:
             source = full if registry.spec(name).batch_independent else batch
             args = (source.input_ids, source.attention_mask, source.token_type_ids)
             outputs[name] = _family_scores(graphdef, family, *args, target, name=name,
-                                           ig_steps=ig_steps, row_ids=rows)
+                                           ig_steps=explain.ig_steps, row_ids=rows)
         return outputs
 
-    return map_batches(explain_batch, data, batch_size=batch_size,
-                       length_multiple=length_multiple, per_token=list(explainers))
+    return map_batches(explain_batch, data, batch_size=explain.batch_size,
+                       length_multiple=explain.length_multiple, per_token=names)
 
 
 def _model_change(trained: model_store.TrainedModel, data: Encoded,
-                  family: RandomizedFamily, batch_size: int) -> dict[str, list[float]]:
+                  family: RandomizedFamily, explain: ExplainConfig) -> dict[str, list[float]]:
     """Per family step: share of the trained model's predictions kept, and the mean absolute
     change of the predicted class's probability."""
     graphdef, _ = functional.split(trained.model)
     probs = [jax.nn.softmax(predict_logits(
         graphdef, jax.tree_util.tree_map(lambda leaf, s=step: leaf[s], family.params), data,
-        batch_size=batch_size), axis=-1) for step in range(len(family.labels))]
+        batch_size=explain.batch_size, length_multiple=explain.length_multiple), axis=-1)
+        for step in range(len(family.labels))]
     predicted = np.argmax(probs[0], axis=-1)
     rows = np.arange(len(predicted))
     return {"predictions_kept": [float(np.mean(np.argmax(p, -1) == predicted)) for p in probs],
@@ -140,16 +144,13 @@ def sanity_report(trained: model_store.TrainedModel, data: Encoded, config: Sani
     family = randomized_family(trained.model, mode=config.mode, depth=config.depth,
                                blocks=config.blocks, head=config.head, seed=config.seed)
     names = [str(e) for e in config.explain.explainers]
-    scores = family_explanations(trained, data, family.params, names,
-                                 ig_steps=config.explain.ig_steps,
-                                 batch_size=config.explain.batch_size,
-                                 length_multiple=config.explain.length_multiple)
+    scores = family_explanations(trained, data, family.params, config.explain)
     show = (data.attention_mask != 0) & ~data.special_tokens_mask
     report: dict[str, Any] = {
         "mode": config.mode, "steps": list(family.labels),
         "randomized": family.randomized.astype(int).tolist(), "head": config.head,
         "seed": config.seed, "top_k": config.top_k, "num_examples": int(len(data.labels)),
-        "model": _model_change(trained, data, family, config.explain.batch_size),
+        "model": _model_change(trained, data, family, config.explain),
         "explainers": {}}
     for name in names:
         original = scores[name][:, 0]

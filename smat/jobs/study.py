@@ -131,9 +131,7 @@ def build_study(trained: model_store.TrainedModel, config: StudyConfig) -> dict[
                           selection=config.selection, seed=config.seed)
     texts = [data.texts[i] for i in rows]
     explained = explain_data(trained, tokenize_texts(texts, trained.tokenizer, max_len=max_len),
-                             config.explain.explainers, ig_steps=config.explain.ig_steps,
-                             batch_size=config.explain.batch_size,
-                             length_multiple=config.explain.length_multiple)
+                             config.explain)
     word_ids = token_word_ids(texts, trained.tokenizer, max_len=max_len)
     words = [text.split() for text in texts]
     width = max(len(w) for w in words)

@@ -75,3 +75,17 @@ def cast(params: nnx.State, precision: str) -> nnx.State:
     dtype = jnp.dtype(precision)
     return jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating)
                         else a, params)
+
+
+def precision_of(params: nnx.State) -> str:
+    """The precision (one of :data:`PRECISIONS`) of the parameters' floating-point leaves.
+
+    Raises:
+      ValueError: leaves of several floating-point dtypes, or of one not in PRECISIONS.
+    """
+    dtypes = {str(a.dtype) for a in jax.tree.leaves(params)
+              if jnp.issubdtype(a.dtype, jnp.floating)}
+    if len(dtypes) != 1 or not dtypes <= set(PRECISIONS):
+        raise ValueError(f"parameters in {sorted(dtypes)}; expected all in one of {PRECISIONS} "
+                         "(see cast)")
+    return dtypes.pop()
