@@ -14,9 +14,9 @@ al., 2020, `ERASER <https://arxiv.org/abs/1911.03429>`_, Eqs. 1-3 with AOPC over
   tokens (27.8 on average, [CLS] and [SEP] included), at their natural lengths (padded to
   the longest for smat, which cuts each batch to its own longest);
 - smat: ``smat.evaluation.batched_comprehensiveness_sufficiency`` with the model function of
-  ``smat faithfulness`` (length-sorted batches cut to their longest row, every perturbed
-  input of a batch built and scored in one jitted call), from the texts (tokenized in the
-  timed region) and the scores;
+  ``smat faithfulness`` (length-sorted batches cut to their longest row rounded up to a
+  multiple of ``length_multiple`` tokens, every perturbed input of a batch built and scored
+  in one jitted call), from the texts (tokenized in the timed region) and the scores;
 - ferret 0.4.2: ``AOPC_Comprehensiveness_Evaluation`` and ``AOPC_Sufficiency_Evaluation``
   called per sentence as ``Benchmark.evaluate_explanation`` calls them (a loop over its
   evaluators; ``evaluate_explanations`` takes one target for a list of explanations of one
@@ -62,7 +62,10 @@ Differences that remain, and how the cross-check handles them:
 Timing: sentences/s of each side over all sentences (both metrics), best of ``--repeats``
 runs. smat is run once on the same data first (compiling every batch shape); the ratio
 excludes that compile, ``smat_first_run_seconds`` includes it (``ratio_including_compile``).
-smat's best ``--batch-sizes`` setting counts. XLA uses all cores; torch uses all cores or
+smat's fastest ``--smat-settings`` (``batch_size`` x ``length_multiple``: the commands'
+default 16x16, then smaller batches cut closer to their longest row, which pad less and
+compile more shapes) counts; the values of every setting must agree
+(``max_abs_diff_between_smat_settings``). XLA uses all cores; torch uses all cores or
 one thread, whichever runs ferret's first 16 sentences faster (on busy cores, OpenMP threads
 waiting for each other slow ferret's small calls down by up to 50x), after a warm-up on two
 sentences. Work is counted from each call's shape: ferret's through a counter in the model
@@ -85,13 +88,14 @@ opencv, seaborn, pytreebank, thermostat -> spacy), none used here, so
 :func:`ferret_evaluators` imports the evaluation modules without running
 ``ferret/__init__.py``.
 
-Run: ``.venv/bin/python benchmarks/aopc_vs_ferret.py`` (9 minutes on the 2 CPU cores with
-other jobs running); ``--smoke``: tiny model, 8 sentences (about 30 s).
+Run: ``.venv/bin/python benchmarks/aopc_vs_ferret.py`` (12 minutes alone on the 2 CPU cores,
+five settings tuned); ``--smoke``: tiny model, 8 sentences (about 30 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import json
@@ -129,7 +133,6 @@ from smat.store.run_log import write_json_atomic
 ROOT = Path(__file__).resolve().parents[1]
 RESULT_PATH = ROOT / "benchmarks" / "results" / "aopc_vs_ferret.json"
 EXPLAINER = "gradient"
-LENGTH_MULTIPLE = 16  # smat's batches are cut to a multiple of this many columns
 
 
 # ------------------------------------------------------------------ shared setup
@@ -256,21 +259,24 @@ def best_of(fn, repeats: int) -> tuple[float, object]:
 # ------------------------------------------------------------------ the two sides
 
 
-def smat_aopc(predict, texts, scores, targets, tokenizer, batch_size):
-    """smat's evaluation from texts and token scores: a ``FaithfulnessResult`` (numpy)."""
+def smat_aopc(predict, texts, scores, targets, tokenizer, setting: tuple[int, int]):
+    """smat's evaluation from texts and token scores at ``setting`` = (batch_size,
+    length_multiple): a ``FaithfulnessResult`` (numpy)."""
+    batch_size, length_multiple = setting
     data = tokenize_texts(texts, tokenizer, max_len=scores.shape[1])
     return batched_comprehensiveness_sufficiency(
         predict, data.input_ids, scores, attention_mask=data.attention_mask,
         special_tokens_mask=data.special_tokens_mask, token_type_ids=data.token_type_ids,
         replacement_id=tokenizer.mask_token_id, target=targets, bins=DEFAULT_BINS,
-        batch_size=batch_size, length_multiple=LENGTH_MULTIPLE)
+        batch_size=batch_size, length_multiple=length_multiple)
 
 
-def smat_calls(attention_mask, batch_size) -> list[tuple[int, int]]:
+def smat_calls(attention_mask, setting: tuple[int, int]) -> list[tuple[int, int]]:
     """(rows, columns) of each model call of :func:`smat_aopc`."""
     variants = 1 + 2 * len(DEFAULT_BINS)
+    batch_size, length_multiple = setting
     batch_size = min(batch_size, len(attention_mask))
-    return [(variants * len(rows), padded_length(attention_mask[rows], LENGTH_MULTIPLE))
+    return [(variants * len(rows), padded_length(attention_mask[rows], length_multiple))
             for rows, _ in length_sorted_batches(attention_mask, batch_size=batch_size)]
 
 
@@ -316,21 +322,22 @@ def survives_round_trip(tokenizer, ids: np.ndarray, scores: np.ndarray, ks) -> b
 # ------------------------------------------------------------------ main
 
 
-def run(*, smoke: bool, num_sentences: int, batch_sizes: list[int], repeats: int,
+def run(*, smoke: bool, num_sentences: int, smat_settings: list[str], repeats: int,
         output: Path) -> dict:
     """Time and cross-check both sides; write and return the JSON summary (torch's number of
-    threads is restored)."""
+    threads is restored). `smat_settings`: "BxM" strings, B sentences per jitted call and
+    batches cut to a multiple of M tokens."""
     import torch
 
     threads = torch.get_num_threads()
     try:
-        return _run(smoke=smoke, num_sentences=num_sentences, batch_sizes=batch_sizes,
+        return _run(smoke=smoke, num_sentences=num_sentences, smat_settings=smat_settings,
                     repeats=repeats, output=output)
     finally:
         torch.set_num_threads(threads)
 
 
-def _run(*, smoke, num_sentences, batch_sizes, repeats, output) -> dict:
+def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
     import torch
 
     load_before = os.getloadavg()
@@ -353,14 +360,20 @@ def _run(*, smoke, num_sentences, batch_sizes, repeats, output) -> dict:
 
     # smat: a first run compiles every batch shape, then the timed runs.
     predict = Partial(predict_proba(graphdef), params)
-    smat_runs, first_run = {}, {}
-    for size in batch_sizes:
-        def evaluate(size=size):
-            return smat_aopc(predict, texts, scores, targets, tokenizer, size)
-
-        first_run[str(size)], result = best_of(evaluate, 1)
-        smat_runs[str(size)], _ = best_of(evaluate, repeats)
-    best_size = min(smat_runs, key=smat_runs.get)
+    settings = {name: tuple(map(int, name.split("x"))) for name in smat_settings}
+    smat_runs, first_run, results = {}, {}, {}
+    for name, setting in settings.items():
+        evaluate = functools.partial(smat_aopc, predict, texts, scores, targets, tokenizer,
+                                     setting)
+        first_run[name], results[name] = best_of(evaluate, 1)
+        smat_runs[name], _ = best_of(evaluate, repeats)
+    best = min(smat_runs, key=smat_runs.get)
+    result = results[best]
+    # batching and padding must not change a value: every setting against the best one
+    between_settings = max(float(np.abs(np.stack([r.comprehensiveness, r.sufficiency])
+                                        - np.stack([result.comprehensiveness,
+                                                    result.sufficiency])).max())
+                           for r in results.values())
 
     # ferret: the same tokens, scores (without padding) and targets.
     torch_model = ferret_model(forward, hf)
@@ -402,7 +415,7 @@ def _run(*, smoke, num_sentences, batch_sizes, repeats, output) -> dict:
     torch_full = np.array([float(p[int(y)]) for p, y in zip(full, targets, strict=True)])
 
     # Work, FLOPs and the bound.
-    calls = smat_calls(data.attention_mask, int(best_size))
+    calls = smat_calls(data.attention_mask, settings[best])
     smat_gflop = encoder_flops(config, calls) / 1e9
     ferret_gflop = encoder_flops(config, ferret_calls) / 1e9
     distinct = 1 + (ks[1:] != ks[:-1]).sum(0)  # distinct removal sets per sentence
@@ -410,7 +423,7 @@ def _run(*, smoke, num_sentences, batch_sizes, repeats, output) -> dict:
                                           for d, t in zip(distinct, lengths, strict=True)]) / 1e9
     matmul_args = SimpleNamespace(smoke=smoke)
     peak = max(worker_matmul(matmul_args)["gflops"], worker_torch_matmul(matmul_args)["gflops"])
-    smat_seconds = smat_runs[best_size]
+    smat_seconds = smat_runs[best]
     ratio = ferret_seconds / smat_seconds
 
     def max_or_nan(values):
@@ -420,14 +433,14 @@ def _run(*, smoke, num_sentences, batch_sizes, repeats, output) -> dict:
         "benchmark": "aopc_vs_ferret",
         "metric": "sentences/s ratio, comprehensiveness + sufficiency, smat / ferret",
         "ratio": ratio,
-        "ratio_including_compile": ferret_seconds / first_run[best_size],
+        "ratio_including_compile": ferret_seconds / first_run[best],
         "smat_sentences_per_s": len(texts) / smat_seconds,
         "ferret_sentences_per_s": len(texts) / ferret_seconds,
         "smat_seconds": smat_seconds,
         "ferret_seconds": ferret_seconds,
-        "smat_first_run_seconds (compile included)": first_run[best_size],
-        "smat_seconds_by_batch_size": smat_runs,
-        "smat_best_batch_size": int(best_size),
+        "smat_first_run_seconds (compile included)": first_run[best],
+        "smat_seconds_by_setting (batch_size x length_multiple)": smat_runs,
+        "smat_best_setting": best,
         "ferret_probe_seconds_by_torch_threads (16 sentences)": probe,
         "ferret_best_torch_threads": int(best_threads),
         "cross_check": {
@@ -448,6 +461,7 @@ def _run(*, smoke, num_sentences, batch_sizes, repeats, output) -> dict:
             "mean_abs_gap_eraser_vs_distinct_bins": float(np.mean(np.abs(np.stack(
                 [result.comprehensiveness - comp_dedup, result.sufficiency - suff_dedup])))),
             "sentences_with_duplicate_bins": int((distinct < len(DEFAULT_BINS)).sum()),
+            "max_abs_diff_between_smat_settings": between_settings,
         },
         "work": {
             "smat_model_calls": len(calls),
@@ -488,18 +502,20 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true",
                         help="tiny random model, 8 sentences, one repeat")
     parser.add_argument("--sentences", type=int, default=512)
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16],
-                        help="smat's sentences per jitted call (x11 model rows; 16 as in "
-                             "`smat faithfulness`); the fastest counts")
+    parser.add_argument("--smat-settings", nargs="+",
+                        default=["16x16", "8x8", "8x4", "4x4", "2x4"],
+                        help="smat's (sentences per jitted call, x11 model rows)x(length "
+                             "multiple) settings; 16x16 is `smat faithfulness`'s default; "
+                             "the fastest counts")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     if args.smoke:
-        args.sentences, args.batch_sizes, args.repeats = 8, [4], 1
+        args.sentences, args.smat_settings, args.repeats = 8, ["4x16"], 1
     output = args.output or (RESULT_PATH.with_name("aopc_vs_ferret_smoke.json") if args.smoke
                              else RESULT_PATH)
     summary = run(smoke=args.smoke, num_sentences=args.sentences,
-                  batch_sizes=args.batch_sizes, repeats=args.repeats, output=output)
+                  smat_settings=args.smat_settings, repeats=args.repeats, output=output)
     print(json.dumps(summary, indent=2))
     if summary["ratio"] < 10:
         print(f"goal >= 10x missed: ferret runs its model at "

@@ -51,7 +51,7 @@ BENCHMARKS = [  # the peer comparisons first: the others have earlier GPU number
      ["torch", "captum"], 240),
     ("ig_vs_captum", ["ig_vs_captum.py", "--batch-size", "32"], ["torch", "captum"], 180),
     ("encoder_forward", ["encoder_forward.py", "--repeats", "50"], ["torch"], 90),
-    ("aopc_vs_ferret", ["aopc_vs_ferret.py", "--batch-sizes", "64", "256"],
+    ("aopc_vs_ferret", ["aopc_vs_ferret.py", "--smat-settings", "64x16", "256x16"],
      ["torch", "ferret"], 180),
     ("perturbation_vs_captum", ["perturbation_vs_captum.py", "--rows", "64",
                                 "--smat-chunks", "200", "--captum-batches", "200"],

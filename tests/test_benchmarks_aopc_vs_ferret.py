@@ -24,7 +24,8 @@ def test_smoke_run_agrees_with_ferret(tmp_path, monkeypatch):
     import aopc_vs_ferret
 
     output = tmp_path / "aopc_vs_ferret.json"
-    summary = aopc_vs_ferret.run(smoke=True, num_sentences=8, batch_sizes=[4], repeats=1,
+    summary = aopc_vs_ferret.run(smoke=True, num_sentences=8, smat_settings=["4x16", "2x4"],
+                                 repeats=1,
                                  output=output)
 
     check = summary["cross_check"]
@@ -38,5 +39,7 @@ def test_smoke_run_agrees_with_ferret(tmp_path, monkeypatch):
     # Where ferret re-tokenizes differently, values may differ, but only slightly here.
     assert check["max_abs_diff_comprehensiveness_all"] < 0.05
     assert check["max_abs_diff_sufficiency_all"] < 0.05
+    # batches of 4 cut to multiples of 16 tokens and of 2 cut to multiples of 4: same values
+    assert check["max_abs_diff_between_smat_settings"] < 1e-5
     assert summary["ratio"] > 0 and summary["ratio_bound_at_matmul_peak"] > 0
     assert json.loads(output.read_text())["benchmark"] == "aopc_vs_ferret"
