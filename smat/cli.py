@@ -282,8 +282,9 @@ def _explain(args: argparse.Namespace) -> int:
 
     config = _build_config(ExplainConfig, args)
     texts = [line for line in Path(args.texts).read_text().splitlines() if line.strip()]
-    explanations = explain_texts(args.model, texts, config)
-    label_names = load(args.model).info.get("label_names") or ()
+    trained = load(args.model, precision=config.precision)
+    explanations = explain_texts(trained, texts, config)
+    label_names = trained.info.get("label_names") or ()
     print(json.dumps(write_explanations(explanations, args.output_dir, texts=texts,
                                         label_names=label_names), indent=2))
     return 0

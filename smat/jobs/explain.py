@@ -126,13 +126,12 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
     return scores, predictions_from_logits(outputs["logits"], task)
 
 
-def explain_texts(model_dir: str | Path, texts: Sequence[str],
+def explain_texts(trained: model_store.TrainedModel, texts: Sequence[str],
                   explain: ExplainConfig) -> Explanations:
-    """Tokenize `texts`, predict them with the saved model (loaded in ``explain.precision``,
-    see :func:`smat.store.model_store.load`) and explain each prediction."""
+    """Tokenize `texts` at the model's length, predict them with a loaded model and explain
+    each prediction (:func:`explain_data`)."""
     if not texts:
         raise ValueError("no texts to explain (the input is empty)")
-    trained = model_store.load(model_dir, precision=explain.precision)
     data = tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
     return explain_data(trained, data, explain)
 
