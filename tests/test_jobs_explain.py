@@ -40,7 +40,7 @@ def test_length_sorted_cut_batches_equal_one_uncut_call(monkeypatch):
 
     monkeypatch.setattr(registry, "static_scores", recording)
     scores, predictions = explain_encoded(graphdef, params, data, names, task="classification",
-                                          ig_steps=8, batch_size=5, length_multiple=8)
+                                          ig_steps=8, batch_size=8, length_multiple=8)
     inputs = (data.input_ids, data.attention_mask, data.token_type_ids)
     for name in names:
         reference = np.asarray(uncut(graphdef, params, *inputs, name=name, ig_steps=8))
