@@ -112,6 +112,7 @@ import numpy as np
 from flax import nnx
 from ig_vs_captum import (
     smat_classifier,
+    smat_setting,
     torch_classifier,
     torch_device,
     worker_matmul,
@@ -360,7 +361,7 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
 
     # smat: a first run compiles every batch shape, then the timed runs.
     predict = Partial(predict_proba(graphdef), params)
-    settings = {name: tuple(map(int, name.split("x"))) for name in smat_settings}
+    settings = {name: smat_setting(name) for name in smat_settings}
     smat_runs, first_run, results = {}, {}, {}
     for name, setting in settings.items():
         evaluate = functools.partial(smat_aopc, predict, texts, scores, targets, tokenizer,

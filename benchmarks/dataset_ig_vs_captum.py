@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ig_vs_captum import (  # noqa: E402
     ig_matmul_flops,
     smat_classifier,
+    smat_setting,
     torch_classifier,
 )
 
@@ -95,7 +96,7 @@ def worker_smat(args) -> dict:
     tune = held_out_sentences(tokenizer, min(args.tune_sentences, args.sentences))
 
     def run(rows, setting):
-        batch_size, length_multiple = map(int, setting.split("x"))
+        batch_size, length_multiple = smat_setting(setting)
         start = time.perf_counter()
         scores, _ = explain_encoded(graphdef, params, rows, ["integrated_gradients"],
                                     task="classification", ig_steps=args.n_steps,
@@ -116,7 +117,7 @@ def worker_smat(args) -> dict:
     progress(f"smat {args.precision}: {seconds:.2f} s")
     np.save(args.scores_path, scores)
     lengths = data.attention_mask.sum(1)
-    batch_size, length_multiple = map(int, best.split("x"))
+    batch_size, length_multiple = smat_setting(best)
     return {"seconds": seconds, "seconds_with_compilation": cold, "batch_size": batch_size,
             "length_multiple": length_multiple, "tuning_seconds": tuning,
             "device": str(jax.devices()[0]), "precision": args.precision,

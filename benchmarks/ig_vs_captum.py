@@ -95,6 +95,16 @@ def smat_classifier(smoke: bool):
     return model, tokenizer, functional.split(model)
 
 
+def smat_setting(text: str) -> tuple[int, int]:
+    """(batch_size, length_multiple) from a "BxM" setting string (the dataset benchmarks'
+    ``--smat-settings``)."""
+    try:
+        batch_size, length_multiple = map(int, text.split("x"))
+    except ValueError:
+        raise ValueError(f"a smat setting is BATCHxMULTIPLE, e.g. 8x4; got {text!r}") from None
+    return batch_size, length_multiple
+
+
 def ig_matmul_flops(config, batch_size: int, seq_len: int, n_steps: int) -> float:
     """Matmul FLOPs of IG on a BERT-style encoder: n_steps x (forward + input gradient).
 
