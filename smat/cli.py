@@ -233,10 +233,18 @@ def _train_teacher(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_texts(path: str) -> list[str]:
+    """The non-blank lines of `path`, one text each; checked before any model is loaded."""
+    texts = [line for line in Path(path).read_text().splitlines() if line.strip()]
+    if not texts:
+        raise ValueError(f"{path} holds no text (it is empty or every line is blank)")
+    return texts
+
+
 def _predict(args: argparse.Namespace) -> int:
     from smat.jobs.predict import predict_texts
 
-    texts = [line for line in Path(args.texts).read_text().splitlines() if line.strip()]
+    texts = _read_texts(args.texts)
     for row in predict_texts(args.model, texts, batch_size=args.batch_size):
         print(json.dumps(row))
     return 0
@@ -281,7 +289,7 @@ def _explain(args: argparse.Namespace) -> int:
     from smat.store.model_store import load
 
     config = _build_config(ExplainConfig, args)
-    texts = [line for line in Path(args.texts).read_text().splitlines() if line.strip()]
+    texts = _read_texts(args.texts)
     trained = load(args.model, precision=config.precision)
     explanations = explain_texts(trained, texts, config)
     label_names = trained.info.get("label_names") or ()

@@ -188,6 +188,12 @@ def test_cli_reports_bad_input_cleanly(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train-student", "--teacher", str(tmp_path), "--explainer", "taylor",
               "--num-examples", "10"])
+    # An empty input file is reported before the (missing) model is looked for.
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n")
+    for command in (["explain", "--explainers", "gradient"], ["predict"]):
+        assert main([*command, "--model", str(tmp_path / "no-model"), str(blank)]) == 2
+        assert "blank.txt holds no text" in capsys.readouterr().err
 
 
 def test_students_of_parallel_seeds_match_separate_runs(tiny_teacher, tmp_path, capsys):
