@@ -35,6 +35,7 @@ import re
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -234,10 +235,18 @@ def _train_teacher(args: argparse.Namespace) -> int:
 
 
 def _read_texts(path: str) -> list[str]:
-    """The non-blank lines of `path`, one text each; checked before any model is loaded."""
-    texts = [line for line in Path(path).read_text().splitlines() if line.strip()]
+    """The non-blank lines of `path`, one text each; checked before any model is loaded.
+
+    Warns (UserWarning) when blank lines are skipped: outputs then follow the non-blank
+    lines, not the file's line numbers (each output record carries its text).
+    """
+    lines = Path(path).read_text().splitlines()
+    texts = [line for line in lines if line.strip()]
     if not texts:
         raise ValueError(f"{path} holds no text (it is empty or every line is blank)")
+    if len(texts) < len(lines):
+        warnings.warn(f"{path}: skipped {len(lines) - len(texts)} blank line(s); the outputs "
+                      f"follow the {len(texts)} non-blank lines", stacklevel=2)
     return texts
 
 
@@ -706,7 +715,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataclass_flags(explain, ExplainConfig, skip=("num_examples",))
     explain.add_argument("--output-dir", default="runs/explain",
                          help="where the results are written (default: runs/explain)")
-    explain.add_argument("texts", help="text file, one example per line")
+    explain.add_argument("texts", help="text file, one example per line (blank lines are "
+                     "skipped, with a warning)")
     _add_runtime_flags(explain)
     explain.set_defaults(run=_explain)
 
@@ -735,7 +745,8 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--model", required=True, help="a trained-model folder")
     predict.add_argument("--batch-size", type=int, default=64,
                          help="rows per model call (default: 64)")
-    predict.add_argument("texts", help="text file, one example per line")
+    predict.add_argument("texts", help="text file, one example per line (blank lines are "
+                     "skipped, with a warning)")
     _add_runtime_flags(predict)
     predict.set_defaults(run=_predict)
     return parser

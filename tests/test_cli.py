@@ -157,15 +157,18 @@ def test_teacher_student_explain_predict(tiny_teacher_args, tmp_path, capsys):
     texts = tmp_path / "texts.txt"
     texts.write_text("a great film\n\nboring and slow\n")
     out = tmp_path / "explain"
-    assert main(["explain", "--model", str(teacher / "model"), "--explainers", "gradient",
-                 "attention_all", str(explainer_dir), "--output-dir", str(out),
-                 str(texts)]) == 0
+    with pytest.warns(UserWarning, match=r"skipped 1 blank line\(s\); the outputs follow "
+                                         r"the 2 non-blank lines"):
+        assert main(["explain", "--model", str(teacher / "model"), "--explainers", "gradient",
+                     "attention_all", str(explainer_dir), "--output-dir", str(out),
+                     str(texts)]) == 0
     capsys.readouterr()
     explained = json.loads((out / "explanations.json").read_text())
     assert [e["text"] for e in explained] == ["a great film", "boring and slow"]
     assert explained[0]["tokens"] == ["a", "great", "film"]
     assert set(explained[0]["scores"]) == {"gradient", "attention_all", str(explainer_dir)}
     assert "great" in (out / "explanations.html").read_text()
+    texts.write_text("a great film\nboring and slow\n")
     # --precision reaches the model the command loads (explain_data checks they match)
     assert main(["explain", "--model", str(teacher / "model"), "--explainers",
                  str(explainer_dir), "--precision", "bfloat16", "--output-dir",
