@@ -716,7 +716,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--output-dir", default="runs/explain",
                          help="where the results are written (default: runs/explain)")
     explain.add_argument("texts", help="text file, one example per line (blank lines are "
-                     "skipped, with a warning)")
+                                        "skipped, with a warning)")
     _add_runtime_flags(explain)
     explain.set_defaults(run=_explain)
 
@@ -746,7 +746,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--batch-size", type=int, default=64,
                          help="rows per model call (default: 64)")
     predict.add_argument("texts", help="text file, one example per line (blank lines are "
-                     "skipped, with a warning)")
+                                        "skipped, with a warning)")
     _add_runtime_flags(predict)
     predict.set_defaults(run=_predict)
     return parser
