@@ -25,8 +25,7 @@ def test_smoke_run_agrees_with_ferret(tmp_path, monkeypatch):
 
     output = tmp_path / "aopc_vs_ferret.json"
     summary = aopc_vs_ferret.run(smoke=True, num_sentences=8, smat_settings=["4x16", "2x4"],
-                                 repeats=1,
-                                 output=output)
+                                 repeats=1, output=output)
 
     check = summary["cross_check"]
     # Same model in float32 on both sides: the full-input probabilities, and the AOPC of
