@@ -111,6 +111,7 @@ import jax
 import numpy as np
 from flax import nnx
 from ig_vs_captum import (
+    progress,
     smat_classifier,
     smat_setting,
     torch_classifier,
@@ -354,6 +355,7 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
     explained, targets = explain_encoded(graphdef, params, data, [EXPLAINER],
                                          task="classification")
     scores = explained[EXPLAINER]
+    progress(f"explanations of {len(texts)} sentences computed")
     n = lengths - 2  # maskable: all but [CLS] and [SEP]
     ks = np.asarray(num_tokens_per_bin(n, bins=DEFAULT_BINS))  # (bins, N)
     if (n < 1).any() or (np.where(data.special_tokens_mask, 1.0, scores) <= 0).any():
@@ -368,6 +370,8 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
                                      setting)
         first_run[name], results[name] = best_of(evaluate, 1)
         smat_runs[name], _ = best_of(evaluate, repeats)
+        progress(f"smat {name}: {smat_runs[name]:.2f} s (first run, compiling: "
+                 f"{first_run[name]:.2f} s)")
     best = min(smat_runs, key=smat_runs.get)
     result = results[best]
     # batching and padding must not change a value: every setting against the best one
@@ -398,10 +402,12 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
         ferret_on(slice(0, 2))  # warm-up
         probe[str(threads)], _ = best_of(lambda: ferret_on(slice(0, 16)), 1)
     best_threads = min(probe, key=probe.get)
+    progress(f"ferret on 16 sentences by torch threads: {probe}")
     torch.set_num_threads(int(best_threads))
     torch_model.calls.clear()
     ferret_seconds, ferret_values = best_of(lambda: ferret_on(slice(None)), repeats)
     ferret_calls = torch_model.calls[:len(torch_model.calls) // repeats]
+    progress(f"ferret: {ferret_seconds:.2f} s")
 
     # Cross-check, outside the timed regions.
     comp_dedup = distinct_bin_mean(result.comprehensiveness_per_bin, result.num_selected)

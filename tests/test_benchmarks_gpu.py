@@ -1,0 +1,32 @@
+"""benchmarks/gpu.py: the stand-in MiniLM package built from float16 weights."""
+
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def test_stand_in_casts_float_weights_and_keeps_integer_buffers(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import gpu
+
+    source = tmp_path / "minilm16"
+    source.mkdir()
+    weight = np.linspace(-2, 2, 6, dtype=np.float16).reshape(2, 3)
+    positions = np.arange(5, dtype=np.int64)[None]
+    save_file({"encoder.weight": weight, "embeddings.position_ids": positions},
+              source / "model.safetensors")
+    (source / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+
+    described = gpu.stand_in_package(tmp_path / "site", source)
+
+    folder = tmp_path / "site" / gpu.MINILM_PACKAGE / "model"
+    tensors = load_file(folder / "model.safetensors")
+    assert tensors["encoder.weight"].dtype == np.float32
+    np.testing.assert_array_equal(tensors["encoder.weight"], weight.astype(np.float32))
+    assert tensors["embeddings.position_ids"].dtype == np.int64
+    np.testing.assert_array_equal(tensors["embeddings.position_ids"], positions)
+    assert (folder / "vocab.txt").read_text() == "[PAD]\n[UNK]\n"
+    assert described == f"{source} (stored as float16, run as float32)"
