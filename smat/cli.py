@@ -252,9 +252,10 @@ def _read_texts(path: str) -> list[str]:
 
 def _predict(args: argparse.Namespace) -> int:
     from smat.jobs.predict import predict_texts
+    from smat.store.model_store import load
 
     texts = _read_texts(args.texts)
-    for row in predict_texts(args.model, texts, batch_size=args.batch_size):
+    for row in predict_texts(load(args.model), texts, batch_size=args.batch_size):
         print(json.dumps(row))
     return 0
 

@@ -31,3 +31,18 @@ def test_saving_other_params_and_errors(tmp_path):
         functional.split(restored.model)[1]))
     with pytest.raises(FileNotFoundError, match="not a smat trained-model folder"):
         model_store.load(tmp_path / "missing")
+
+
+def test_encode_texts_tokenizes_at_max_len_and_names_the_job_in_errors():
+    tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
+    text_model = model_store.TrainedModel(tiny_classifier(), tokenizer,
+                                          {"encoder": "text", "max_len": 8})
+    encoded = model_store.encode_texts(text_model, ["a film", "another film"], job="predict")
+    assert encoded.input_ids.shape == (2, 8)
+    assert encoded.input_ids[0].tolist() == tokenizer(
+        "a film", padding="max_length", max_length=8)["input_ids"]
+    with pytest.raises(ValueError, match="no texts to predict"):
+        model_store.encode_texts(text_model, [], job="predict")
+    vision_model = model_store.TrainedModel(tiny_classifier(), None, {"encoder": "vit"})
+    with pytest.raises(ValueError, match=r"no tokenizer \(vit encoder\); explain takes text"):
+        model_store.encode_texts(vision_model, ["a film"], job="explain")

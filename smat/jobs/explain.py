@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from smat import registry
-from smat.data import Encoded, tokenize_texts
+from smat.data import Encoded
 from smat.models import functional
 from smat.models.inference import batch_logits, map_batches, predictions_from_logits
 from smat.store import model_store
@@ -129,11 +129,14 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
 def explain_texts(trained: model_store.TrainedModel, texts: Sequence[str],
                   explain: ExplainConfig) -> Explanations:
     """Tokenize `texts` at the model's length, predict them with a loaded model and explain
-    each prediction (:func:`explain_data`)."""
-    if not texts:
-        raise ValueError("no texts to explain (the input is empty)")
-    data = tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
-    return explain_data(trained, data, explain)
+    each prediction (:func:`explain_data`).
+
+    Raises:
+      ValueError: no texts, or a model without a tokenizer (:func:`model_store.encode_texts`),
+        and as :func:`explain_data`.
+    """
+    return explain_data(trained, model_store.encode_texts(trained, texts, job="explain"),
+                        explain)
 
 
 def explain_data(trained: model_store.TrainedModel, data: Encoded,

@@ -1,25 +1,24 @@
-"""Predictions of a trained-model folder on raw texts."""
+"""Predictions of a loaded trained model on raw texts."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from smat.data import tokenize_texts
 from smat.models import functional
 from smat.models.inference import predict_logits
 from smat.store import model_store
 
 
-def predict_texts(model_dir: str | Path, texts: Sequence[str], *,
+def predict_texts(trained: model_store.TrainedModel, texts: Sequence[str], *,
                   batch_size: int = 64) -> list[dict[str, Any]]:
-    """Label (or score) each text with the model saved in `model_dir`.
+    """Label (or score) each text with a loaded text model.
 
     Args:
-      model_dir: a folder written by `smat train-teacher` (or `smat.store.model_store.save`).
+      trained: a model loaded with :func:`smat.store.model_store.load` (a folder written by
+        `smat train-teacher`), as :func:`smat.jobs.explain.explain_texts` takes it.
       texts: the inputs; longer than the model's max_len are truncated with one warning.
       batch_size: rows per forward pass.
 
@@ -28,14 +27,9 @@ def predict_texts(model_dir: str | Path, texts: Sequence[str], *,
       class probabilities; for regression, the predicted value.
 
     Raises:
-      ValueError: no texts, or a folder without a tokenizer.
+      ValueError: no texts, or a model without a tokenizer.
     """
-    if not texts:
-        raise ValueError("no texts to predict (the input is empty)")
-    trained = model_store.load(model_dir)
-    if trained.tokenizer is None:
-        raise ValueError(f"{model_dir} holds no tokenizer; predict takes text models only")
-    encoded = tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
+    encoded = model_store.encode_texts(trained, texts, job="predict")
     graphdef, params = functional.split(trained.model)
     logits = predict_logits(graphdef, params, encoded, batch_size=batch_size)
     if trained.info["task"] == "regression":

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from flax import nnx
 
+from smat.data import Encoded, tokenize_texts
 from smat.models import SequenceClassifier, TextConfig, ViTConfig, functional
 from smat.store import checkpoint
 from smat.store.run_log import write_json_atomic
@@ -104,3 +106,19 @@ def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
         tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
     params = functional.cast(params, precision)
     return TrainedModel(nnx.merge(graphdef, params), tokenizer, info)
+
+
+def encode_texts(trained: TrainedModel, texts: Sequence[str], *, job: str) -> Encoded:
+    """Tokenize `texts` with a loaded text model's tokenizer at its max_len (longer texts
+    are truncated with one warning).
+
+    Raises:
+      ValueError: no texts, or a model without a tokenizer (a vision model); `job` names
+        what was asked in the message ("predict", "explain").
+    """
+    if not texts:
+        raise ValueError(f"no texts to {job} (the input is empty)")
+    if trained.tokenizer is None:
+        raise ValueError(f"the model holds no tokenizer ({trained.info.get('encoder')} "
+                         f"encoder); {job} takes text models only")
+    return tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
