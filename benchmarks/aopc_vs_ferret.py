@@ -353,7 +353,8 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
 
     # The explanations and the targets, once, outside every timed region, in the first
     # setting's batches (where compiling is slow, one setting compiles few shapes).
-    batch_size, length_multiple = smat_setting(smat_settings[0])
+    settings = {name: smat_setting(name) for name in smat_settings}
+    batch_size, length_multiple = settings[smat_settings[0]]
     explained, targets = explain_encoded(graphdef, params, data, [EXPLAINER],
                                          task="classification", batch_size=batch_size,
                                          length_multiple=length_multiple)
@@ -366,7 +367,6 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
 
     # smat: a first run compiles every batch shape, then the timed runs.
     predict = Partial(predict_proba(graphdef), params)
-    settings = {name: smat_setting(name) for name in smat_settings}
     smat_runs, first_run, results = {}, {}, {}
     for name, setting in settings.items():
         evaluate = functools.partial(smat_aopc, predict, texts, scores, targets, tokenizer,
