@@ -20,7 +20,14 @@ recorded as skipped, with the reason.
 Run: ``python benchmarks/gpu.py [--output benchmarks/results/gpu.json]`` (``--only NAME``
 for some). Compiling dominates on a GPU: on one H200 each jitted IG program took about a
 minute to compile, and ``dataset_ig_vs_captum`` alone took 200 s (its timed runs: under
-3 s). On a CPU it runs too, slowly.
+3 s). ``--compile-cache DIR`` gives the workers JAX's persistent compilation cache there:
+each program is written as soon as it is compiled, so a benchmark that ran past its limit
+keeps what it compiled, and a rerun on the same machine (an ignored folder of the checkout
+survives between calls on a warm device machine) loads it instead of compiling. The JSON
+records how many cached programs each benchmark found and made, since its "first call"
+times then measure loading, not compiling, and it records ``XLA_FLAGS`` (for example
+``--xla_gpu_autotune_level=0``, which skips XLA's GPU matmul autotuning), as both change
+what is timed. On a CPU it runs too, slowly.
 """
 
 from __future__ import annotations
@@ -125,6 +132,30 @@ def run_benchmark(name: str, args: list[str], output: Path, timeout: int,
     return record
 
 
+def worker_environment(scratch: Path, weights_from: Path | None,
+                       compile_cache: Path | None) -> tuple[dict[str, str], str]:
+    """The benchmarks' environment, and what their MiniLM weights are."""
+    # JAX takes GPU memory as it needs it, as PyTorch does (not 75% at start)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    if compile_cache is not None:
+        compile_cache.mkdir(parents=True, exist_ok=True)
+        # every program, however fast it compiled: the cache's default skips those under 1 s
+        env.update(JAX_COMPILATION_CACHE_DIR=str(compile_cache.resolve()),
+                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    if weights_from is not None or importlib.util.find_spec(MINILM_PACKAGE) is None:
+        root = scratch / "stand_in"
+        weights = stand_in_package(root, weights_from)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    else:
+        weights = "all-MiniLM-L6-v2 (installed package)"
+    return env, weights
+
+
+def cached_programs(compile_cache: Path | None) -> int | None:
+    """Programs in JAX's persistent cache folder (one ``*-cache`` file each), or None."""
+    return None if compile_cache is None else len(list(compile_cache.glob("*-cache")))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=HERE / "results" / "gpu.json")
@@ -133,21 +164,19 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=float("inf"),
                         help="seconds in all: a benchmark starts only with 60 s left, and its "
                              "limit is cut to what is left")
+    parser.add_argument("--compile-cache", type=Path,
+                        help="a folder for JAX's persistent compilation cache, shared by "
+                             "every benchmark and kept for reruns (default: none)")
     args = parser.parse_args()
     deadline = time.monotonic() + args.budget
     scratch = Path(tempfile.mkdtemp(prefix="smat_gpu_bench_"))
-    # JAX takes GPU memory as it needs it, as PyTorch does (not 75% at start)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", XLA_PYTHON_CLIENT_PREALLOCATE="false")
-    if args.weights_from is not None or importlib.util.find_spec(MINILM_PACKAGE) is None:
-        root = scratch / "stand_in"
-        weights = stand_in_package(root, args.weights_from)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    else:
-        weights = "all-MiniLM-L6-v2 (installed package)"
+    env, weights = worker_environment(scratch, args.weights_from, args.compile_cache)
     import jax
 
     summary = {"device": str(jax.devices()[0]), "backend": jax.default_backend(),
                "jax": jax.__version__, "weights": weights, "platform": platform.platform(),
+               "xla_flags": os.environ.get("XLA_FLAGS", ""),
+               "compile_cache": None if args.compile_cache is None else str(args.compile_cache),
                "benchmarks": {}}
     for name, script_args, peers, timeout in BENCHMARKS:
         if args.only and name not in args.only:
@@ -159,8 +188,12 @@ def main() -> None:
         elif left < 60:
             record = {"status": f"skipped: {left:.0f} s of the budget left"}
         else:
+            before = cached_programs(args.compile_cache)
             record = run_benchmark(name, script_args, scratch / f"{name}.json",
                                    int(min(timeout, left)), env)
+            if before is not None:
+                record["compile_cache_programs_before_after"] = [
+                    before, cached_programs(args.compile_cache)]
         summary["benchmarks"][name] = record
         print(f"{name}: {record['status']}" + (f", ratio {record['ratio']:.2f}"
                                                 if "ratio" in record else ""), flush=True)

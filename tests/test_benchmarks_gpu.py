@@ -1,5 +1,8 @@
-"""benchmarks/gpu.py: the stand-in MiniLM package built from float16 weights."""
+"""benchmarks/gpu.py: the stand-in MiniLM package built from float16 weights, and the
+workers' persistent compilation cache."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,3 +33,19 @@ def test_stand_in_casts_float_weights_and_keeps_integer_buffers(tmp_path, monkey
     np.testing.assert_array_equal(tensors["embeddings.position_ids"], positions)
     assert (folder / "vocab.txt").read_text() == "[PAD]\n[UNK]\n"
     assert described == f"{source} (stored as float16, run as float32)"
+
+
+def test_compile_cache_keeps_the_workers_programs(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import gpu
+
+    cache = tmp_path / "jax-cache"
+    env, _ = gpu.worker_environment(tmp_path, None, cache)
+    program = "import jax, jax.numpy as jnp; print(jax.jit(lambda x: jnp.sin(x) * 3)(2.0))"
+
+    assert gpu.cached_programs(cache) == 0
+    subprocess.run([sys.executable, "-c", program], env=env, check=True, capture_output=True,
+                   timeout=120)
+    # the worker's program is on disk, though it compiled in well under JAX's default 1 s
+    assert gpu.cached_programs(cache) >= 1
+    assert gpu.cached_programs(None) is None
