@@ -111,6 +111,7 @@ import jax
 import numpy as np
 from flax import nnx
 from ig_vs_captum import (
+    batch_shapes,
     progress,
     smat_classifier,
     smat_setting,
@@ -121,7 +122,7 @@ from ig_vs_captum import (
 )
 from jax.tree_util import Partial
 
-from smat.data import length_sorted_batches, padded_length, tokenize_texts
+from smat.data import tokenize_texts
 from smat.evaluation import (
     DEFAULT_BINS,
     batched_comprehensiveness_sufficiency,
@@ -277,9 +278,8 @@ def smat_calls(attention_mask, setting: tuple[int, int]) -> list[tuple[int, int]
     """(rows, columns) of each model call of :func:`smat_aopc`."""
     variants = 1 + 2 * len(DEFAULT_BINS)
     batch_size, length_multiple = setting
-    batch_size = min(batch_size, len(attention_mask))
-    return [(variants * len(rows), padded_length(attention_mask[rows], length_multiple))
-            for rows, _ in length_sorted_batches(attention_mask, batch_size=batch_size)]
+    return [(variants * rows, columns) for rows, columns in batch_shapes(
+        attention_mask, (min(batch_size, len(attention_mask)), length_multiple))]
 
 
 def ferret_aopc(evaluators, explanations, targets, settings) -> np.ndarray:

@@ -105,6 +105,17 @@ def smat_setting(text: str) -> tuple[int, int]:
     return batch_size, length_multiple
 
 
+def batch_shapes(attention_mask: np.ndarray, setting: tuple[int, int]) -> list[tuple[int, int]]:
+    """(rows, columns) of each batch of smat's length-sorted evaluation
+    (:func:`smat.models.inference.map_batches`) of `attention_mask` at a (batch_size,
+    length_multiple) setting."""
+    from smat.data import length_sorted_batches, padded_length
+
+    batch_size, length_multiple = setting
+    return [(len(rows), padded_length(attention_mask[rows], length_multiple))
+            for rows, _ in length_sorted_batches(attention_mask, batch_size=batch_size)]
+
+
 def ig_matmul_flops(config, batch_size: int, seq_len: int, n_steps: int) -> float:
     """Matmul FLOPs of IG on a BERT-style encoder: n_steps x (forward + input gradient).
 
