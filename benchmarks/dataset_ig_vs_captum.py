@@ -45,7 +45,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +59,7 @@ from ig_vs_captum import (  # noqa: E402
     progress,
     smat_classifier,
     smat_setting,
+    spawn_worker,
     torch_classifier,
     torch_device,
 )
@@ -197,14 +197,8 @@ def worker_captum(args) -> dict:
 WORKERS = {"smat": worker_smat, "captum": worker_captum}
 
 
-def spawn(kind: str, common: list[str], extra: list[str], script: Path = Path(__file__)
-          ) -> dict:
-    cmd = [sys.executable, str(script), "--worker", kind, *common, *extra]
-    # the worker's progress and errors go to this process's stderr as they happen
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    if out.returncode:
-        raise RuntimeError(f"worker {kind} failed (its stderr is above)")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def spawn(kind: str, common: list[str], extra: list[str]) -> dict:
+    return spawn_worker(__file__, kind, [*common, *extra])
 
 
 def relative_errors(scores: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -250,7 +244,7 @@ def main() -> None:
         bf16 = spawn("smat", common, ["--scores-path", str(paths["bf16"]),
                                       "--precision", "bfloat16", "--smat-settings", best])
         scores = {k: np.load(p) for k, p in paths.items()}
-    peak = max(spawn(kind, [], [], script=ROOT / "benchmarks" / "ig_vs_captum.py")["gflops"]
+    peak = max(spawn_worker(ROOT / "benchmarks" / "ig_vs_captum.py", kind, [])["gflops"]
                for kind in ("matmul", "torch_matmul"))
     # No implementation can do less than the unpadded matmul work at the best measured
     # matmul rate, so Captum's time over that is the largest ratio this machine allows.

@@ -315,10 +315,20 @@ WORKERS = {"smat": worker_smat, "captum": worker_captum, "matmul": worker_matmul
            "torch_matmul": worker_torch_matmul}
 
 
-def spawn(kind: str, common: list[str], extra: list[str]) -> dict:
-    cmd = [sys.executable, __file__, "--worker", kind, *common, *extra]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
+def spawn_worker(script: str | Path, kind: str, arguments: list[str]) -> dict:
+    """Run ``script --worker kind *arguments`` in its own process and return the JSON it
+    prints last. The worker's stderr (progress, errors) goes to this process's as it
+    happens, so a failure shows its cause."""
+    cmd = [sys.executable, str(script), "--worker", kind, *arguments]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    if out.returncode:
+        raise RuntimeError(f"worker {kind} of {Path(script).name} failed (exit "
+                           f"{out.returncode}; its stderr is above)")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def spawn(kind: str, common: list[str], extra: list[str]) -> dict:
+    return spawn_worker(__file__, kind, [*common, *extra])
 
 
 # ------------------------------------------------------------------ main

@@ -25,14 +25,13 @@ import argparse
 import json
 import os
 import platform
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from ig_vs_captum import (
     smat_classifier,
+    spawn_worker,
     token_batch,
     torch_classifier,
     torch_device,
@@ -117,9 +116,7 @@ WORKERS = {"smat": worker_smat, "captum": worker_captum}
 
 
 def spawn(kind: str, common: list[str], chunk: int) -> dict:
-    cmd = [sys.executable, __file__, "--worker", kind, "--chunk-size", str(chunk), *common]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return spawn_worker(__file__, kind, ["--chunk-size", str(chunk), *common])
 
 
 def main() -> None:
