@@ -28,6 +28,8 @@ The bound: the matmul FLOPs of IG at the sentences' natural lengths (no padding 
 ``ig_vs_captum.ig_matmul_flops``) at the best float32 matmul rate measured on the machine
 (XLA or PyTorch, ``ig_vs_captum.py``'s workers) is the least time any implementation needs;
 Captum's time over it is the largest ratio possible (``ratio_bound_at_matmul_peak``).
+How far smat is from it splits into its rate on that work (``smat_gflops_unpadded_work``)
+and the padding each setting runs (``padded_work_by_setting``: tokens run per real token).
 smat is also timed with ``precision="bfloat16"`` (the model cast to bfloat16), and its
 error against float32 is reported (max and median relative error per sentence).
 
