@@ -129,11 +129,12 @@ def worker_smat(args) -> dict:
             "tuning_first_call_seconds": first_calls,
             "device": str(jax.devices()[0]), "precision": args.precision,
             "mean_length_tokens": float(lengths.mean()),
-            # tokens each setting runs (padding included) per real token, over all sentences
+            # tokens each setting runs (padding included) per real token, over all sentences,
+            # keyed "BxM" as main() names the chosen setting
             "padded_work_by_setting": {
-                setting: sum(rows * columns for rows, columns in batch_shapes(
-                    data.attention_mask, smat_setting(setting))) / float(lengths.sum())
-                for setting in args.smat_settings},
+                f"{b}x{m}": sum(rows * columns for rows, columns in batch_shapes(
+                    data.attention_mask, (b, m))) / float(lengths.sum())
+                for b, m in map(smat_setting, args.smat_settings)},
             "unpadded_matmul_flops": sum(
                 ig_matmul_flops(model.encoder.config, 1, int(n), args.n_steps) for n in lengths)}
 
