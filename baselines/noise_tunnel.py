@@ -12,7 +12,9 @@ with the same target, and the attributions are combined:
   \text{vargrad} = \text{smoothgrad\_sq} - \text{smoothgrad}^2
 
 (Smilkov et al., 2017; Adebayo et al., 2018). The samples run in a ``lax.scan``, one at a
-time, so memory is that of one explanation. The noise comes from a JAX key.
+time, so memory is that of one explanation. The noise comes from a JAX key. The wrapped
+explainer is ``explainer=``; its options (integrated gradients' quadrature ``method``,
+``n_steps``, ``baseline``, ...) keep their own names, as in Captum.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from jax.typing import ArrayLike
 from jaxtyping import Array, Float, Int
 
 from baselines.gradients import (
+    METHODS,
     Attribution,
     _check_inputs,
     _check_reduction,
@@ -44,17 +47,46 @@ SMOOTHED = ("saliency", "input_x_gradient", "integrated_gradients")
 """The gradient explainers :func:`noise_tunnel` wraps."""
 
 
-def _attributions(method: str, forward, x, args, target, options):
-    if method == "saliency":
-        return _saliency_attributions(forward, x, args, target=target,
-                                      abs=options.get("abs", True))
-    if method == "input_x_gradient":
+# The options of noise_tunnel that reach the wrapped integrated gradients, under the names
+# baselines.integrated_gradients gives them.
+_IG_OPTIONS = ("baseline", "n_steps", "method", "chunk_size", "multiply_by_inputs")
+
+_MOVED = ("noise_tunnel names the wrapped explainer `explainer` (one of {explainers}); "
+          "`method` is integrated gradients' quadrature rule (one of {methods}). Write "
+          "explainer={method!r}.")
+
+
+def _attributions(explainer: str, forward, x, args, target, options):
+    if explainer == "saliency":
+        return _saliency_attributions(forward, x, args, target=target, abs=options["abs"])
+    if explainer == "input_x_gradient":
         return _input_x_gradient_attributions(forward, x, args, target=target)
     return _integrated_gradients_attributions(
-        forward, x, args, target=target, baseline=options.get("baseline"),
-        n_steps=options.get("n_steps", 50), method=options.get("method", "gausslegendre"),
-        chunk_size=options.get("chunk_size", 32), multiply_by_inputs=True,
-        return_convergence_delta=False)[0]
+        forward, x, args, target=target, return_convergence_delta=False,
+        **{name: options[name] for name in _IG_OPTIONS})[0]
+
+
+def _explainer_options(explainer: str, *, abs, baseline, n_steps, method, chunk_size,
+                       multiply_by_inputs) -> dict:
+    """The wrapped explainer's options with their defaults filled in.
+
+    Raises:
+      ValueError: an option given for an explainer that does not take it, or a `method`
+        that names an explainer (the name it had before `explainer`).
+    """
+    if method in SMOOTHED:
+        raise ValueError(_MOVED.format(explainers=SMOOTHED, methods=METHODS, method=method))
+    given = {"abs": abs, "baseline": baseline, "n_steps": n_steps, "method": method,
+             "chunk_size": chunk_size, "multiply_by_inputs": multiply_by_inputs}
+    takes = {"saliency": ("abs",), "input_x_gradient": (),
+             "integrated_gradients": _IG_OPTIONS}[explainer]
+    foreign = [name for name, value in given.items() if value is not None and name not in takes]
+    if foreign:
+        own = f"its options are {list(takes)}" if takes else "it takes no options"
+        raise ValueError(f"explainer={explainer!r} takes none of {foreign}; {own}.")
+    defaults = {"abs": True, "baseline": None, "n_steps": 50, "method": "gausslegendre",
+                "chunk_size": 32, "multiply_by_inputs": True}
+    return {name: defaults[name] if given[name] is None else given[name] for name in takes}
 
 
 def noise_tunnel(
@@ -64,15 +96,27 @@ def noise_tunnel(
     *,
     key: jax.Array | None = None,
     noise: Float[Array, "samples batch seq dim"] | None = None,
-    method: str = "saliency",
+    explainer: str = "saliency",
     nt_type: str = "smoothgrad",
     nt_samples: int = 5,
     stdevs: float = 1.0,
     target: Int[Array, " batch"] | int | None = None,
     reduction: str = "l2",
-    **options,
+    abs: bool | None = None,
+    baseline: ArrayLike | None = None,
+    n_steps: int | None = None,
+    method: str | None = None,
+    chunk_size: int | None = None,
+    multiply_by_inputs: bool | None = None,
 ) -> Attribution:
     r"""A gradient explainer averaged over noisy copies of ``x`` (Captum ``NoiseTunnel``).
+
+    The wrapped explainer's options keep the names that explainer's own function gives
+    them, as Captum's ``NoiseTunnel.attribute`` passes its extra keywords to the wrapped
+    method: ``noise_tunnel(..., explainer="integrated_gradients", method="riemann_trapezoid",
+    n_steps=20)`` is Captum's ``NoiseTunnel(IntegratedGradients(f)).attribute(...,
+    method="riemann_trapezoid", n_steps=20)``. An option left at ``None`` takes the wrapped
+    explainer's default; one its explainer does not take is an error.
 
     Args:
       f: ``f(x (B, T, E), mask (B, T)) -> (B, C)`` JAX function.
@@ -81,28 +125,40 @@ def noise_tunnel(
       key: JAX PRNG key of the noise: ``stdevs * normal(key, (nt_samples, B, T, E))``.
       noise: the standard-normal draws themselves, ``(nt_samples, B, T, E)``, instead of
         `key` (e.g. drawn per data-set row, so a row's noise does not depend on its batch).
-      method: the wrapped explainer, one of :data:`SMOOTHED`.
+      explainer: the wrapped explainer, one of :data:`SMOOTHED`.
       nt_type: one of :data:`NT_TYPES`.
       nt_samples: noisy copies (>= 1).
       stdevs: standard deviation of the Gaussian noise (>= 0; 0 gives the plain method).
       target: output index per example ``(B,)`` or scalar; ``None`` = the predicted class
         at the clean ``x``, used for every noisy copy.
       reduction: token reduction name.
-      **options: the wrapped method's options (``abs`` for saliency; ``baseline``,
-        ``n_steps``, ``method``, ``chunk_size`` for integrated gradients).
+      abs: saliency only: absolute gradients (default ``True``).
+      baseline: integrated gradients only: its baseline, broadcastable to ``x`` (default
+        zeros).
+      n_steps: integrated gradients only: quadrature nodes (default 50).
+      method: integrated gradients only: its quadrature rule, one of
+        :data:`~baselines.METHODS` (default ``"gausslegendre"``).
+      chunk_size: integrated gradients only: steps evaluated at once (default 32).
+      multiply_by_inputs: integrated gradients only: Captum's "global" attribution
+        (default ``True``); ``False`` gives the "local" one.
 
     Returns:
       :class:`~baselines.Attribution` with the combined ``(B, T, E)`` attributions.
 
     Raises:
-      ValueError / TypeError: a bad method, nt_type, nt_samples, stdevs, key / noise,
-      shape, target or reduction.
+      ValueError / TypeError: a bad explainer, nt_type, nt_samples, stdevs, key / noise,
+      shape, target or reduction; an option the wrapped explainer does not take; a
+      `method` naming an explainer (the wrapped explainer was called `method` before
+      `explainer`); a bad option of the wrapped explainer.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
     _check_inputs(x, mask)
     _check_reduction(reduction)
-    if method not in SMOOTHED:
-        raise ValueError(f"method must be one of {SMOOTHED}; got {method!r}.")
+    if explainer not in SMOOTHED:
+        raise ValueError(f"explainer must be one of {SMOOTHED}; got {explainer!r}.")
+    options = _explainer_options(explainer, abs=abs, baseline=baseline, n_steps=n_steps,
+                                 method=method, chunk_size=chunk_size,
+                                 multiply_by_inputs=multiply_by_inputs)
     if nt_type not in NT_TYPES:
         raise ValueError(f"nt_type must be one of {NT_TYPES}; got {nt_type!r}.")
     if not isinstance(nt_samples, int) or nt_samples < 1:
@@ -120,7 +176,7 @@ def noise_tunnel(
     target = _resolve_target(f, x, args, target)
 
     def sample(totals, draw):
-        attr = _attributions(method, f, x + stdevs * draw, args, target, options)
+        attr = _attributions(explainer, f, x + stdevs * draw, args, target, options)
         return (totals[0] + attr, totals[1] + attr * attr), None
 
     with jax.named_scope("noise_tunnel"):

@@ -6,15 +6,18 @@ regressed on :math:`z`, per example, and the coefficients are the token attribut
 (written to every dimension of the token, as Captum does; reduce with ``"mean"``).
 
 - :func:`lime` (Ribeiro et al., 2016): coalitions with every token kept with probability
-  1/2 (Captum's default sampler), weighted by :math:`\exp(-d^2 / w^2)` with :math:`d` the
-  cosine distance between the original and the perturbed input (Captum's default
-  similarity, kernel width 1), fitted by weighted least squares with an intercept (Captum's
+  1/2 (Captum's default sampler), weighted by :math:`\exp(-d^2 / (2 w^2))` with :math:`d =
+  1 - \cos(x, \tilde x)` the cosine distance between the flattened original and perturbed
+  inputs (each norm clamped at 1e-8, as torch does) and :math:`w` the kernel width, 1 by
+  default: Captum's default similarity (``get_exp_kernel_similarity_function("cosine",
+  1.0)``). It is fitted by weighted least squares with an intercept (Captum's
   ``SkLearnLinearRegression`` surrogate; Captum's own default is a Lasso).
 - :func:`kernel_shap` (Lundberg & Lee, 2017): coalition sizes k drawn with probability
   :math:`\propto (M-1)/(k(M-k))`, the kept tokens uniformly given k (Captum's sampler,
   which makes the Shapley kernel weights uniform), fitted under the constraints that
   Captum imposes with a weight of 1e6 on the full and the empty coalition, solved here
-  exactly: intercept = f(empty), coefficients summing to f(full) - f(empty). With every
+  exactly: intercept = f(empty), coefficients summing to f(full) - f(empty). A drawn full
+  or empty coalition (Captum weighs it 1e6 too) adds nothing to that fit. With every
   coalition and the Shapley kernel as weights, the coefficients are the Shapley values.
 
 Coalitions come from a JAX key or are given (as the parity tests give Captum the same ones);
@@ -144,7 +147,8 @@ def lime(
       samples: instead of `key`, the coalitions ``(n_samples, B, T)`` (1 = kept).
       baseline: what a removed token becomes (broadcastable to ``x``); ``None`` = zeros.
       target: output index per example ``(B,)`` or scalar; ``None`` = predicted class.
-      kernel_width: width of the exponential cosine-distance kernel (> 0).
+      kernel_width: width w of the similarity kernel exp(-d^2 / (2 w^2)) over the cosine
+        distance d (> 0; Captum's default 1).
       chunk_size: coalitions evaluated at once.
       reduction: token reduction (default ``"mean"``: the coefficient).
 
@@ -175,7 +179,7 @@ def lime(
     norms = (jnp.maximum(jnp.linalg.norm(flat, axis=-1), 1e-8)
              * jnp.maximum(jnp.linalg.norm(flat_x, axis=-1), 1e-8)[None])
     cosine = jnp.sum(flat * flat_x[None], -1) / norms
-    weights = jnp.exp(-((1 - cosine) ** 2) / kernel_width ** 2)  # (N, B)
+    weights = jnp.exp(-((1 - cosine) ** 2) / (2 * kernel_width ** 2))  # (N, B)
     coefficients = jax.vmap(_weighted_fit, in_axes=(1, 1, 1))(z, y, weights)  # (B, T)
     return _attribution(coefficients, x, mask, reduction)
 

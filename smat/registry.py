@@ -104,7 +104,8 @@ def _smoothgrad(graphdef, params, input_ids, attention_mask, token_type_ids, tar
     noise = jax.vmap(lambda key: jax.random.normal(key, (SMOOTHGRAD_SAMPLES, *x.shape[1:]),
                                                    x.dtype))(keys)  # (B, S, T, E)
     return baselines.noise_tunnel(f, x, mask, noise=jnp.swapaxes(noise, 0, 1),
-                                  nt_samples=SMOOTHGRAD_SAMPLES, stdevs=SMOOTHGRAD_NOISE,
+                                  explainer="saliency", nt_samples=SMOOTHGRAD_SAMPLES,
+                                  stdevs=SMOOTHGRAD_NOISE,
                                   target=target, reduction="l2").saliency.scores
 
 

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from smat.cli import main
-from smat.jobs.study import read_answers
+from smat.jobs.study import read_answers, score_voted_file
 from tests.test_evaluation_human_study import _study
 
 
@@ -125,3 +125,105 @@ def test_score_a_voted_table_and_filter_fast_workers(tmp_path, capsys):
     assert from_table["score"] == report["score"]
     assert main(["study", "score", "--voted", str(voted), "--answers", "x"]) == 2
     assert "either --answers" in capsys.readouterr().err
+
+
+# ---------------------------------------------- majority votes as Lu et al. released them
+# Their file is tab-separated with a .csv suffix; columns Text, Label, Saliency, Words and
+# Correct; each sample is a block of rows that opens with its full-text row (Saliency
+# "N/A", Words "All") and has no sample id. The reviews below are made up for the test.
+
+LU_COLUMNS = ["Text", "Saliency", "Words", "Correct"]
+LU_SAMPLES = [  # full text, label, {(method, k): correct}
+    ("A warm, funny film; the cast is wonderful.", "positive",
+     {("Integrated Gradients", 5): 1, ("Integrated Gradients", 10): 1,
+      ("Random", 5): 0, ("Random", 10): 1}),
+    ("Slow, muddled and far too long.", "negative",
+     {("Integrated Gradients", 5): 1, ("Integrated Gradients", 10): 0,
+      ("Random", 5): 0, ("Random", 10): 0}),
+    ("I laughed, I cried, I would see it again.", "positive",
+     {("Integrated Gradients", 5): 0, ("Integrated Gradients", 10): 1,
+      ("Random", 5): 1, ("Random", 10): 1}),
+]
+
+
+def _lu_votes(path, samples=LU_SAMPLES, *, bad=None):
+    """Write `samples` in Lu et al.'s layout; `bad` = (sample, method, k, column, value)
+    puts one unreadable cell in."""
+    lines = ["Text\tLabel\tSaliency\tWords\tCorrect"]
+    for i, (text, label, cells) in enumerate(samples):
+        lines.append(f"{text}\t{label}\tN/A\tAll\t1")
+        for (method, k), correct in cells.items():
+            shown = " ".join(w if n < k else "." for n, w in enumerate(text.split()))
+            row = {"Text": shown, "Label": label, "Saliency": method, "Words": str(k),
+                   "Correct": str(correct)}
+            if bad is not None and bad[:3] == (i, method, k):
+                row[bad[3]] = bad[4]
+            lines.append("\t".join(row.values()))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _lu_expected():
+    from smat.evaluation.human_study import score_recognized
+
+    return score_recognized([{"sample": i, "method": m, "k": k, "correct": c}
+                             for i, (_, _, cells) in enumerate(LU_SAMPLES)
+                             for (m, k), c in cells.items()])
+
+
+def test_score_lu_et_al_released_votes_as_they_are(tmp_path):
+    """A .csv suffix on tab-separated data: before issue 32 the table was read with commas
+    and its columns reported as one tab-joined name; as .tsv the full-text rows failed with
+    "invalid literal for int() with base 10: 'All'". Both files now score as the votes."""
+    expected = _lu_expected()
+    assert expected["num_samples"] == 3 and expected["score"]["Random"] != expected["score"][
+        "Integrated Gradients"]
+    for suffix in (".csv", ".tsv"):
+        for rule in ("block", "text"):
+            votes = _lu_votes(tmp_path / f"votes{suffix}")
+            out = tmp_path / f"out{suffix}{rule}"
+            assert main(["study", "score", "--voted", str(votes), "--voted-columns",
+                         *LU_COLUMNS, "--sample-from", rule, "--output-dir", str(out)]) == 0
+            report = json.loads((out / "study.json").read_text())
+            assert report == expected, (suffix, rule)
+    # The override wins over sniffing: read with commas the header is one column name.
+    with pytest.raises(ValueError, match=r"its columns are \['Text\\tLabel"):
+        score_voted_file(tmp_path / "votes.tsv", columns=LU_COLUMNS, sample_from="block",
+                         delimiter=",")
+    assert score_voted_file(tmp_path / "votes.csv", columns=LU_COLUMNS, sample_from="block",
+                            delimiter="tab") == expected
+    # "text" merges two blocks of one text into one sample; "block" keeps them apart.
+    twice = _lu_votes(tmp_path / "twice.csv", LU_SAMPLES + LU_SAMPLES[:1])
+    assert score_voted_file(twice, columns=LU_COLUMNS, sample_from="block")[
+        "num_samples"] == 4
+    with pytest.raises(ValueError, match="4 repeated"):
+        score_voted_file(twice, columns=LU_COLUMNS, sample_from="text")
+
+
+def test_unreadable_vote_cells_name_the_file_row_and_column(tmp_path, capsys):
+    """Row numbers are the file's lines (header = row 1): block 0 takes rows 2-6, block 1
+    opens on row 7, so its ("Random", 5) row is row 10."""
+    votes = _lu_votes(tmp_path / "votes.tsv", bad=(1, "Random", 5, "Words", "ten"))
+    args = ["study", "score", "--voted", str(votes), "--voted-columns", *LU_COLUMNS,
+            "--sample-from", "block", "--output-dir", str(tmp_path / "out")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err == (f"smat study: error: {votes}, row 10, column 'Words': 'ten' is not a whole "
+                   "number of words (k) nor 'All' (a full-text row)\n")
+    votes = _lu_votes(tmp_path / "votes.tsv", bad=(0, "Integrated Gradients", 10, "Correct",
+                                                   "yes"))
+    assert main(args) == 2
+    assert capsys.readouterr().err == (f"smat study: error: {votes}, row 4, column "
+                                       "'Correct': 'yes' is not 0 or 1\n")
+    headless = tmp_path / "headless.tsv"
+    lines = _lu_votes(tmp_path / "votes.tsv").read_text().splitlines()
+    headless.write_text("\n".join(lines[:1] + lines[2:]) + "\n")  # no first full-text row
+    with pytest.raises(ValueError, match=r"headless.tsv, row 2: a scored row before the "
+                                         r"first full-text row \('Words' = 'All'\)"):
+        score_voted_file(headless, columns=LU_COLUMNS, sample_from="block")
+    with pytest.raises(ValueError, match="a delimiter is one character or 'tab'"):
+        score_voted_file(votes, columns=LU_COLUMNS, sample_from="block", delimiter="||")
+    from smat.evaluation.human_study import score_recognized
+
+    with pytest.raises(ValueError, match=r"row 0 \(from 0\): k 'All' is not a whole number"):
+        score_recognized([{"sample": 0, "method": "m", "k": "All", "correct": 1}])

@@ -233,7 +233,8 @@ def score_recognized(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
     Raises:
       StudyInputError: a (sample, method, k) cell given twice or missing, or a "correct"
-        value that is not 0 or 1 (each counted).
+        value that is not 0 or 1 (each counted); a k that is not a whole number (naming
+        the row).
     """
     samples, methods, ks, cell_of = _grid(rows)
     recognized = np.full((len(samples), len(methods), len(ks)), -1)
@@ -255,12 +256,24 @@ def score_recognized(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return _scores(recognized, samples, methods, ks)
 
 
+def _whole_k(row: Mapping[str, Any], position: int) -> int:
+    try:
+        return int(row["k"])
+    except (TypeError, ValueError):
+        raise StudyInputError(f"row {position} (from 0): k {row['k']!r} is not a whole number "
+                              f"of words") from None
+
+
 def _grid(rows: Sequence[Mapping[str, Any]]):
     """The samples, methods (in first-seen order) and sorted ks of task-like rows, and a
-    function from a row to its (sample, method, k) cell of the A array."""
+    function from a row to its (sample, method, k) cell of the A array.
+
+    Raises:
+      StudyInputError: a k that is not a whole number (naming the row and the value).
+    """
     samples = sorted({r["sample"] for r in rows}, key=str)
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    ks = sorted({int(r["k"]) for r in rows})
+    ks = sorted({_whole_k(r, i) for i, r in enumerate(rows)})
     index = ({s: i for i, s in enumerate(samples)}, {m: j for j, m in enumerate(methods)},
              {k: i for i, k in enumerate(ks)})
 
