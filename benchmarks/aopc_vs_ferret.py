@@ -147,7 +147,7 @@ def held_out_texts(num: int, tokenizer, max_tokens: int) -> list[str]:
     MiniLM's tokenizer and 512 positions: all of them)."""
     config = DataConfig()
     dataset = load_examples(config)
-    texts = [dataset.texts[i] for i in protocol_splits(config, len(dataset.texts)).student.test]
+    texts = [dataset.texts[i] for i in protocol_splits(config, dataset).student.test]
     lengths = [len(ids) for ids in tokenizer(texts)["input_ids"]]
     return [t for t, n in zip(texts, lengths, strict=True) if n <= max_tokens][:num]
 

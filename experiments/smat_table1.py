@@ -23,6 +23,15 @@ Three variants (``get_config``):
   barely moves a student in 4 epochs), the meta update every step as in the paper, IG
   with 10 steps. One student step of 3 seeds takes about 3.5 s here (1.2 s per seed),
   so the paper's sizes and epoch counts would take days on this machine.
+- ``sst2`` (2 CPU cores, the reference's time scale; hours per cell): GLUE SST-2 from
+  ``--data-dir`` (``../shared/data/sst2_glue``) in the paper's two-split layout: a MiniLM
+  teacher fine-tuned on half of the 67,349 training phrases (10% of that half for its early
+  stopping; AdamW 5e-5, warmup 500, batch 32, 3 epochs, patience 5), the students' pool,
+  validation (500) and test (1,000) carved from the 2,693 full sentences of ``dev.tsv`` and
+  ``test-labeled.tsv``; max length 64; students of 500 and 1,000 sentences with the
+  reference's optimizer and stopping (SGD 5e-3, batch 32, patience 10, up to 100 epochs,
+  the meta update every step, outer Adam 5e-4), one shared initialisation, 5 seeds
+  vmapped; settings none / attention_all / smat by default (``--explainers`` adds others).
 - ``smoke``: the cpu layout shrunk to 2 sizes, 2 seeds and 1 epoch, for the tests.
 
 Commands (resumable: a killed run restarts at the first unfinished student):
@@ -30,6 +39,8 @@ Commands (resumable: a killed run restarts at the first unfinished student):
     python experiments/smat_table1.py --variant cpu --output-dir runs/smat_table1_cpu
     python experiments/smat_table1.py --variant paper --data-dir ../shared/data/imdb_maas \\
         --output-dir runs/smat_table1_paper
+    python experiments/smat_table1.py --variant sst2 --data-dir ../shared/data/sst2_glue \\
+        --output-dir runs/smat_table1_sst2
     python experiments/smat_table1.py --variant smoke --output-dir runs/smat_table1_smoke
 
 ``--teacher DIR`` reuses a finished `smat train-teacher` run instead of training one under
@@ -54,7 +65,11 @@ from typing import Any
 
 import numpy as np
 
-from smat.evaluation.simulability import plot_simulability, simulability_table
+from smat.evaluation.simulability import (
+    paired_seed_comparison,
+    plot_simulability,
+    simulability_table,
+)
 from smat.jobs.grid import run_grid
 from smat.jobs.runs import DataConfig, run_teacher
 from smat.store.render import plot_head_weights
@@ -66,6 +81,9 @@ from smat.training.teacher import TeacherTrainConfig
 
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
+VARIANTS = ("paper", "cpu", "sst2", "smoke")
+# The comparisons a SMaT claim rests on, each tested over seeds (candidate, baseline).
+COMPARISONS = (("smat", "attention_all"), ("smat", "none"), ("attention_all", "none"))
 
 # Table 1 of the paper (IMDB, accuracy %), median [q25:q75] at 500 / 1,000 / 2,000.
 PAPER_TABLE1 = {
@@ -89,10 +107,10 @@ CPU_STUDENT = StudentTrainConfig(
 
 
 def get_config(variant: str, *, data_dir: str | None = None) -> dict[str, Any]:
-    """The teacher, data and student grid of one variant ("paper", "cpu" or "smoke").
+    """The teacher, data and student grid of one variant (one of :data:`VARIANTS`).
 
     Raises:
-      ValueError: an unknown variant, or "paper" without `data_dir`.
+      ValueError: an unknown variant, or "paper" / "sst2" without `data_dir`.
     """
     if variant == "paper":
         if data_dir is None:
@@ -112,6 +130,23 @@ def get_config(variant: str, *, data_dir: str | None = None) -> dict[str, Any]:
     if variant == "cpu":
         return {"data": DataConfig(), "teacher": CPU_TEACHER, "sizes": [64, 128],
                 "seeds": [0, 1, 2], "explainers": list(SETTINGS), "student": CPU_STUDENT}
+    if variant == "sst2":
+        if data_dir is None:
+            raise ValueError("the sst2 variant reads GLUE SST-2: pass --data-dir (a folder "
+                             "holding train.tsv, dev.tsv and test-labeled.tsv, e.g. "
+                             "../shared/data/sst2_glue)")
+        folder = Path(data_dir)
+        return {"data": DataConfig(source=str(folder / "train.tsv"),
+                                   student_source=(str(folder / "dev.tsv"),
+                                                   str(folder / "test-labeled.tsv")),
+                                   text_column="sentence", max_len=64,
+                                   student_validation_size=500, student_test_size=1000),
+                "teacher": TeacherTrainConfig(loop=LoopConfig(batch_size=32, max_epochs=3,
+                                                              patience=5)),
+                "sizes": [500, 1000], "seeds": [0, 1, 2, 3, 4],
+                "explainers": ["none", "attention_all", "smat"],
+                "student": StudentTrainConfig(ig_steps=10, loop=LoopConfig(
+                    batch_size=32, max_epochs=100, patience=10, parallel_seeds=True))}
     if variant == "smoke":
         # A small teacher part (5% of the corpus) so the teacher trains in a few steps.
         return {"data": DataConfig(teacher_fraction=0.05, student_validation_size=64,
@@ -122,7 +157,7 @@ def get_config(variant: str, *, data_dir: str | None = None) -> dict[str, Any]:
                 "sizes": [32, 64], "seeds": [0, 1], "explainers": list(SETTINGS),
                 "student": dataclasses.replace(CPU_STUDENT, loop=dataclasses.replace(
                     CPU_STUDENT.loop, max_epochs=1, patience=1))}
-    raise ValueError(f"unknown variant {variant!r}; choose from 'paper', 'cpu', 'smoke'")
+    raise ValueError(f"unknown variant {variant!r}; choose from {list(VARIANTS)}")
 
 
 def median_record(records: Sequence[Mapping[str, Any]], *, explainer: str,
@@ -178,6 +213,33 @@ def diagnostics_table(rows: Sequence[Mapping[str, Any]]) -> str:
               f"{r['max_head_weight']:.3f} | {r['head_l1_from_uniform']:.3f} | "
               f"{r['outer_grad_norm_mean']:.3g} / {r['outer_grad_norm_max']:.3g} | "
               f"{r['kl_first']:.3f} -> {r['kl_last']:.3f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def comparisons_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown table of the paired comparisons over seeds."""
+    lines = ["| candidate vs baseline | n | models | median difference (points) | wins | "
+             "p (one-sided) |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['candidate']} vs {r['baseline']} | {r['num_examples']} | "
+              f"{r['num_models']} | {100 * r['median_difference']:+.2f} | "
+              f"{r['wins']}/{r['num_models']} | {r['p_value']:.3f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def steps_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown table of the training steps each cell's students took (median [min:max])."""
+    cells: dict[tuple[str, int], list[int]] = {}
+    for record in records:
+        cells.setdefault((record["explainer"], record["num_examples"]), []).append(
+            int(record["steps"]))
+    sizes = sorted({size for _, size in cells})
+    lines = ["| explainer | " + " | ".join(f"n={size}" for size in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    for explainer in dict.fromkeys(explainer for explainer, _ in cells):
+        row = [f"{int(np.median(cells[explainer, size]))} [{min(cells[explainer, size])}:"
+               f"{max(cells[explainer, size])}]" if (explainer, size) in cells else "–"
+               for size in sizes]
+        lines.append(f"| {explainer} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
@@ -237,27 +299,38 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
                    "figure5_max_weight": float(weights.max())}
     diagnostics = smat_diagnostics(records, output_dir / "students",
                                    outer_clip_norm=ScaffoldConfig().outer_clip_norm)
+    comparisons = [{"candidate": candidate, "baseline": baseline, **row}
+                   for candidate, baseline in COMPARISONS
+                   for row in paired_seed_comparison(records, candidate=candidate,
+                                                     baseline=baseline)]
     text = (f"Teacher test accuracy {100 * teacher['test']['accuracy']:.2f}%.\n\n"
-            f"Measured ({variant}):\n\n{table}\n\nPaper (IMDB, ELECTRA-small):\n\n"
+            f"Measured ({variant}):\n\n{table}\n\nPaired over seeds (one-sided Wilcoxon "
+            f"signed-rank, one trained student per seed):\n\n"
+            f"{comparisons_table(comparisons)}\n\nTraining steps per student (median "
+            f"[min:max]; a SMaT student takes one meta step per step):\n\n"
+            f"{steps_table(records)}\n\nPaper (IMDB, ELECTRA-small):\n\n"
             f"{paper_table()}\n\nSMaT students (head coefficients, outer gradient, "
             f"explanation loss):\n\n{diagnostics_table(diagnostics)}\n")
     (output_dir / "table.md").write_text(text)
     summary = {"variant": variant, "table": table, "teacher_test": teacher["test"],
                "records": records, **figure5, "smat_diagnostics": diagnostics,
+               "paired_over_seeds": comparisons,
                "seconds_this_call": round(time.perf_counter() - start, 1)}
     write_json_atomic(output_dir / "results.json", summary)
     return summary
 
 
-def variant_parser(description: str, *, name: str) -> argparse.ArgumentParser:
+def variant_parser(description: str, *, name: str,
+                   variants: Sequence[str] = ("paper", "cpu", "smoke")) -> argparse.ArgumentParser:
     """The command line every variant experiment shares (``name``: default output folder
     ``runs/<name>_<variant>``)."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--variant", choices=("paper", "cpu", "smoke"), default="cpu",
+    parser.add_argument("--variant", choices=variants, default="cpu",
                         help="the grid and hardware scale (see the module docstring)")
     parser.add_argument("--smoke", action="store_true", help="the same as --variant smoke")
     parser.add_argument("--data-dir", default=None,
-                        help="folder with IMDB's test.jsonl.gz (paper variant)")
+                        help="folder with IMDB's test.jsonl.gz (paper variant) or GLUE "
+                             "SST-2's tsv files (sst2 variant)")
     parser.add_argument("--teacher", default=None,
                         help="a finished `smat train-teacher` run to reuse")
     parser.add_argument("--output-dir", default=None,
@@ -278,7 +351,7 @@ def parse_variant_args(parser: argparse.ArgumentParser,
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = variant_parser(__doc__.splitlines()[0], name="smat_table1")
+    parser = variant_parser(__doc__.splitlines()[0], name="smat_table1", variants=VARIANTS)
     parser.add_argument("--explainers", nargs="+", default=None, choices=SETTINGS,
                         help="train only these settings (default: every one of the table)")
     parser.add_argument("--sizes", nargs="+", type=int, default=None,

@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import re
 import sys
 import types
@@ -40,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from smat.compile_cache import COMPILE_CACHE_ENV, compile_cache_dir, persistent_compile_cache
 from smat.jobs.attacks import AttackConfig
 from smat.jobs.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
 from smat.jobs.explain import ExplainConfig
@@ -177,7 +179,8 @@ def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
                        help="multi-host with JAX's cluster detection (TPU pod, SLURM, MPI)")
     cache = parser.add_argument_group("compilation cache")
     cache.add_argument("--compile-cache", default=None, metavar="DIR",
-                       help="persist compiled XLA programs in DIR (default: "
+                       help="persist compiled XLA programs in DIR, one sub-folder per "
+                            "machine kind (default: "
                             f"${COMPILE_CACHE_ENV}, else $JAX_COMPILATION_CACHE_DIR, else "
                             "~/.cache/smat/jax; 'off' or --no-compile-cache disables it)")
     cache.add_argument("--no-compile-cache", dest="compile_cache", action="store_const",
@@ -212,6 +215,12 @@ def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
 
+def _add_overwrite_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a run in the output folder that was made with other "
+                             "settings (default: refuse and name the differences)")
+
+
 def _seeds(args: argparse.Namespace, first: int) -> list[int]:
     """`--seeds N` consecutive seeds from `first` (the loop config's --seed)."""
     if args.seeds < 1:
@@ -225,7 +234,7 @@ def _train_teacher(args: argparse.Namespace) -> int:
     seeds = _seeds(args, train.loop.seed)
     records = run_teacher(data=data, train=train, seeds=seeds, model_source=args.model,
                           pooling=args.pooling, output_dir=args.output_dir,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, overwrite=args.overwrite)
     folders = seed_folders(args.output_dir, seeds)
     summary = [{"seed": seed, "test": r["test"], "train_seconds": r["train_seconds"],
                 "steps": r["steps"], "model": str(folder / "model")}
@@ -269,7 +278,7 @@ def _train_student(args: argparse.Namespace) -> int:
                else seed_folders(output_dir, seeds))
     records = run_student(args.teacher, config=config, seeds=seeds,
                           num_examples=args.num_examples, output_dir=folders,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, overwrite=args.overwrite)
     keys = ("explainer", "seed", "num_examples", "test", "validation", "steps", "train_seconds")
     summary = [{k: r[k] for k in keys} for r in records]
     print(json.dumps(summary[0] if len(seeds) == 1 else summary, indent=2))
@@ -284,7 +293,8 @@ def _simulability(args: argparse.Namespace) -> int:
     seeds = _seeds(args, student.loop.seed)
     output_dir = Path(args.output_dir or Path(args.teacher) / "simulability")
     records = run_grid(args.teacher, sizes=args.sizes, explainers=args.explainers, seeds=seeds,
-                       student=student, output_dir=output_dir, progress=not args.no_progress)
+                       student=student, output_dir=output_dir, progress=not args.no_progress,
+                       overwrite=args.overwrite)
     metric = "accuracy" if "accuracy" in records[0]["test"] else "pearson"
     table = simulability_table(records, metric=metric)
     (output_dir / "table.md").write_text(table + "\n")
@@ -435,7 +445,8 @@ def _study_score(args: argparse.Namespace) -> int:
         raise ValueError("give either --answers (per-annotator) or --voted (a majority-voted "
                          "table), with --tasks for --answers")
     if args.voted is not None:
-        report = score_voted_file(args.voted, columns=args.voted_columns)
+        report = score_voted_file(args.voted, columns=args.voted_columns,
+                                  sample_from=args.sample_from, delimiter=args.delimiter)
     else:
         if args.tasks is None:
             raise ValueError("--answers needs --tasks (the study's tasks.jsonl)")
@@ -443,7 +454,8 @@ def _study_score(args: argparse.Namespace) -> int:
                              columns=(args.worker_column, args.task_column,
                                       args.answer_column),
                              min_seconds=args.min_seconds,
-                             drop_all_dont_know=not args.keep_all_dont_know)
+                             drop_all_dont_know=not args.keep_all_dont_know,
+                             delimiter=args.delimiter)
     if args.compare is not None:
         from smat.evaluation.human_study import score_rank_correlation
 
@@ -484,7 +496,7 @@ def _study_read(args: argparse.Namespace) -> int:
 
 def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
     """``smat study build|read|score``: Lu et al.'s human simulability studies."""
-    from smat.jobs.study import StudyConfig
+    from smat.jobs.study import SAMPLE_RULES, StudyConfig
 
     study = subparsers.add_parser("study", help="human simulability studies (Lu et al.)")
     actions = study.add_subparsers(dest="action", required=True)
@@ -515,7 +527,16 @@ def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
                             "row per sample, method and k with a 0/1 correct column")
     score.add_argument("--voted-columns", nargs=4, default=["sample", "method", "k", "correct"],
                        metavar=("SAMPLE", "METHOD", "K", "CORRECT"),
-                       help="its column names (default: sample method k correct)")
+                       help="its column names (default: sample method k correct); rows "
+                            "whose K is 'All' are full-text rows, not scored. Lu et al.'s "
+                            "released votes: Text Saliency Words Correct --sample-from block")
+    score.add_argument("--sample-from", choices=SAMPLE_RULES, default="column",
+                       help="a voted row's sample: 'column' its SAMPLE cell (default); "
+                            "'block' a new sample at each full-text row; 'text' the SAMPLE "
+                            "(text) cell of the full-text row above it")
+    score.add_argument("--delimiter", default=None,
+                       help="the CSV / TSV delimiter, one character or 'tab' (default: "
+                            "sniffed from the file's first lines)")
     score.add_argument("--min-seconds", type=float, default=None,
                        help="drop workers whose median time per task is below this")
     score.add_argument("--keep-all-dont-know", action="store_true",
@@ -677,6 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="where the results are written (default: runs/teacher)")
     _add_seeds_flag(teacher)
     _add_progress_flag(teacher)
+    _add_overwrite_flag(teacher)
     _add_runtime_flags(teacher)
     teacher.set_defaults(run=_train_teacher)
 
@@ -692,6 +714,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "--output-dir, several seeds go to OUTPUT_DIR/seed{S})")
     _add_seeds_flag(student)
     _add_progress_flag(student)
+    _add_overwrite_flag(student)
     _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(student)
     student.set_defaults(run=_train_student)
@@ -707,6 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="student settings (default: none attention_all smat)")
     grid.add_argument("--output-dir", default=None, help="(default: TEACHER/simulability)")
     _add_progress_flag(grid)
+    _add_overwrite_flag(grid)
     _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(grid)
     grid.set_defaults(run=_simulability)
@@ -753,58 +777,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMPILE_CACHE_ENV = "SMAT_COMPILE_CACHE"
-
-
-def compile_cache_dir(flag: str | None) -> Path | None:
-    """Where this command persists compiled XLA programs, or None for no persistent cache.
-
-    The ``--compile-cache`` flag wins, then the environment variable ``SMAT_COMPILE_CACHE``;
-    either is a folder or ``off``. The default is JAX_COMPILATION_CACHE_DIR when set, else
-    ``~/.cache/smat/jax``.
-    """
-    import os
-
-    choice = flag if flag is not None else os.environ.get(COMPILE_CACHE_ENV)
-    if choice is not None and choice.strip().lower() in ("off", "0", "false", "no", ""):
-        return None
-    if choice is not None:
-        return Path(choice).expanduser()
-    return Path(os.environ.get("JAX_COMPILATION_CACHE_DIR")
-                or Path.home() / ".cache" / "smat" / "jax")
-
-
-@contextlib.contextmanager
-def persistent_compile_cache(folder: Path | None):
-    """Persist compiled programs under `folder` for the duration of one command.
-
-    A rerun of the same job then loads its programs instead of compiling them (README,
-    "Compilation cache"). JAX's cache is process-wide, so on exit the previous directory is
-    put back and JAX's cache object is reset: calling :func:`main` from Python (as the
-    tests do) leaves no global state behind. Library modules never change jax.config.
-    """
-    import jax
-    from jax.experimental.compilation_cache import compilation_cache
-
-    if folder is None:
-        yield
-        return
-    previous = jax.config.jax_compilation_cache_dir
-    compilation_cache.reset_cache()
-    jax.config.update("jax_compilation_cache_dir", str(folder))
-    try:
-        yield
-    finally:
-        jax.config.update("jax_compilation_cache_dir", previous)
-        compilation_cache.reset_cache()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `smat` console script."""
     args = build_parser().parse_args(argv)
     try:
-        with persistent_compile_cache(compile_cache_dir(getattr(args, "compile_cache", None))), \
-                _device_mesh(args):
+        # The mesh first: multi-host start must precede anything that touches a backend,
+        # and the cache is keyed by the backend's machine.
+        flag = getattr(args, "compile_cache", None)
+        with _device_mesh(args), persistent_compile_cache(
+                compile_cache_dir(flag), asked=flag is not None
+                or os.environ.get(COMPILE_CACHE_ENV) is not None):
             return args.run(args)
     except (ValueError, FileNotFoundError, TypeError) as error:
         print(f"smat {args.command}: error: {error}", file=sys.stderr)

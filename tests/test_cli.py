@@ -4,88 +4,20 @@ persistent compilation cache is scoped to one command, opt-out, and leaves JAX's
 configuration as it found it."""
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import typing
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from smat import cli
-from smat.cli import compile_cache_dir, main
+from smat.cli import main
 from smat.store.explainer_store import load_explainer
 from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
-
-
-@contextlib.contextmanager
-def _cache_every_program():
-    """JAX skips caching programs that compile in under a second; cache all of them here."""
-    names = ("jax_persistent_cache_min_compile_time_secs",
-             "jax_persistent_cache_min_entry_size_bytes")
-    before = [getattr(jax.config, name) for name in names]
-    jax.config.update(names[0], 0.0)
-    jax.config.update(names[1], -1)
-    try:
-        yield
-    finally:
-        for name, value in zip(names, before, strict=True):
-            jax.config.update(name, value)
-
-
-def _predict(model: Path, texts: Path, *flags: str) -> list[str]:
-    return ["predict", "--model", str(model), *flags, str(texts)]
-
-
-def test_compile_cache_is_scoped_to_one_command(tiny_teacher, tmp_path, capsys):
-    texts = tmp_path / "texts.txt"
-    texts.write_text("a great film\nboring and slow\n")
-    cache = tmp_path / "cache"
-    before = jax.config.jax_compilation_cache_dir
-    with _cache_every_program():
-        # --batch-size 3: shapes no earlier test compiled, so the command compiles afresh.
-        assert main(_predict(tiny_teacher / "model", texts, "--batch-size", "3",
-                             "--compile-cache", str(cache))) == 0
-        written = sorted(cache.iterdir())
-        assert written, "the command persisted none of its programs"
-        assert jax.config.jax_compilation_cache_dir == before
-        # A program compiled after the command returned is not written to its cache.
-        jax.jit(lambda x: jnp.sin(x) * 3.0 + 1.0)(jnp.arange(7.0)).block_until_ready()
-        assert sorted(cache.iterdir()) == written
-    capsys.readouterr()
-
-
-@pytest.mark.parametrize("opt_out", [["--no-compile-cache"], ["--compile-cache", "off"], []])
-def test_compile_cache_opt_out(opt_out, tiny_teacher, tmp_path, monkeypatch, capsys):
-    texts = tmp_path / "texts.txt"
-    texts.write_text("a great film\n")
-    cache = tmp_path / "cache"
-    # With no flag, the environment variable turns the cache off (conftest sets it to off).
-    monkeypatch.setenv("SMAT_COMPILE_CACHE", "off" if not opt_out else str(cache))
-    with _cache_every_program():
-        assert main(_predict(tiny_teacher / "model", texts, *opt_out)) == 0
-    assert not cache.exists()
-    capsys.readouterr()
-
-
-def test_compile_cache_dir_precedence(monkeypatch, tmp_path):
-    monkeypatch.delenv("SMAT_COMPILE_CACHE", raising=False)
-    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
-    assert compile_cache_dir(None) == Path.home() / ".cache" / "smat" / "jax"
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax"))
-    assert compile_cache_dir(None) == tmp_path / "jax"
-    monkeypatch.setenv("SMAT_COMPILE_CACHE", str(tmp_path / "env"))
-    assert compile_cache_dir(None) == tmp_path / "env"
-    assert compile_cache_dir(str(tmp_path / "flag")) == tmp_path / "flag"
-    for off in ("off", "OFF", "0", "false", "no"):
-        assert compile_cache_dir(off) is None
-    monkeypatch.setenv("SMAT_COMPILE_CACHE", "off")
-    assert compile_cache_dir(None) is None
 
 
 def _leaf_fields(cls):
@@ -212,6 +144,8 @@ def test_students_of_parallel_seeds_match_separate_runs(tiny_teacher, tmp_path, 
     assert together[1]["steps"] == alone["steps"] == 4
     assert together[1]["test"] == pytest.approx(alone["test"], abs=1 / 40)
     assert (tmp_path / "together" / "seed0" / "explainer").is_dir()
+    # one initialisation, two data orders: the trained students (and explainers) differ
+    assert together[0]["head_weights"] != together[1]["head_weights"]
 
     grid = tmp_path / "grid"
     assert main(["simulability", "--teacher", str(tiny_teacher), "--sizes", "64", "--seeds", "2",
@@ -221,3 +155,30 @@ def test_students_of_parallel_seeds_match_separate_runs(tiny_teacher, tmp_path, 
     records = json.loads((grid / "results.json").read_text())
     assert [(r["explainer"], r["seed"]) for r in records] == [("none", 0), ("none", 1),
                                                               ("smat", 0), ("smat", 1)]
+
+
+def test_a_rerun_with_other_settings_is_refused_not_answered_with_the_old_model(
+        tiny_teacher, tiny_teacher_args, csv_data, tmp_path, capsys):
+    """A finished teacher folder answers a rerun with its own settings at once, refuses one
+    with a changed rate or a changed data file (naming what changed), and is left as it was."""
+    before = (tiny_teacher / "result.json").read_text()
+    assert main(["train-teacher", *tiny_teacher_args, "--output-dir", str(tiny_teacher)]) == 0
+    capsys.readouterr()
+    changed = [*tiny_teacher_args, "--learning-rate", "3e-3"]
+    assert main(["train-teacher", *changed, "--output-dir", str(tiny_teacher)]) == 2
+    error = capsys.readouterr().err
+    assert "train.learning_rate: 0.002 -> 0.003" in error and "--overwrite" in error
+    edited = tmp_path / "edited.csv"
+    edited.write_text(Path(csv_data).read_text().replace(",pos", ",neg", 1))
+    moved = [str(edited) if arg == str(csv_data) else arg for arg in tiny_teacher_args]
+    assert main(["train-teacher", *moved, "--output-dir", str(tiny_teacher)]) == 2
+    error = capsys.readouterr().err
+    assert "data.source" in error and "data_fingerprint.source" in error
+    assert (tiny_teacher / "result.json").read_text() == before
+    # a student folder is refused the same way
+    student = ["train-student", "--teacher", str(tiny_teacher), "--explainer", "none",
+               "--num-examples", "16", "--batch-size", "16", "--max-epochs", "1", "--no-progress",
+               "--output-dir", str(tmp_path / "student")]
+    assert main(student) == 0
+    assert main([*student, "--inner-learning-rate", "0.1"]) == 2
+    assert "student.inner_learning_rate: 0.005 -> 0.1" in capsys.readouterr().err

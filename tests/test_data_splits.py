@@ -9,6 +9,7 @@ from smat.data.splits import (
     permutation,
     smat_split,
     student_split,
+    teacher_split,
     train_validation_test_split,
 )
 
@@ -105,6 +106,16 @@ def test_smat_split_teacher_and_student_are_disjoint():
     with pytest.raises(ValueError, match=r"num_examples=3000 .* pool of 2500"):
         smat_split(10_000, seed=4, num_examples=3000, student_validation_size=500,
                    student_test_size=2000)
+
+
+def test_teacher_split_is_smat_splits_teacher_rule():
+    whole = smat_split(1_000, seed=3, num_examples=10, student_validation_size=50,
+                       student_test_size=100, teacher_fraction=0.3)
+    alone = teacher_split(1_000, seed=3, teacher_fraction=0.3)
+    np.testing.assert_array_equal(alone.train, whole.teacher_train)
+    np.testing.assert_array_equal(alone.validation, whole.teacher_validation)
+    with pytest.raises(ValueError, match="leaves no teacher training rows"):
+        teacher_split(10, seed=0, teacher_fraction=0.1, teacher_validation_fraction=0.9)
 
 
 @settings(max_examples=60, deadline=None)

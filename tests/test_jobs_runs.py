@@ -1,6 +1,10 @@
 """Tests for smat.jobs.runs: loading a data source as the run configs describe it."""
 
+import dataclasses
 import json
+
+import numpy as np
+import pytest
 
 from smat.jobs.runs import DataConfig, load_examples
 
@@ -33,3 +37,60 @@ def test_static_teacher_explanations_are_cached_for_training_rows_only(tiny_teac
     assert validation.teacher_scores.shape == (len(validation.labels), 0)
     assert test.teacher_scores.shape == (len(test.labels), 0)
     assert validation.teacher_logits.shape[0] == len(validation.labels)
+
+
+def test_every_seed_starts_from_one_student_initialisation_unless_asked(tiny_teacher, tmp_path):
+    """The authors' students share their initial parameters, task head included; seeds
+    vary only the data order, dropout and validation draws (``per_seed_init`` keeps one
+    head per seed). The CLI test of parallel seeds checks that trained students differ."""
+    import jax
+    import numpy as np
+
+    from smat.jobs.runs import _student_inputs
+    from smat.models import functional
+    from smat.training.student import StudentTrainConfig
+
+    teacher_config = json.loads((tiny_teacher / "config.json").read_text())
+
+    def initial_heads(config):
+        inputs = _student_inputs(tiny_teacher, teacher_config, config, 16,
+                                 [tmp_path / "a", tmp_path / "b"], [{}, {}])
+        return [jax.tree.leaves(functional.split(inputs.new_student(seed))[1])
+                for seed in (0, 1)]
+
+    shared = initial_heads(StudentTrainConfig(explainer="none", ig_steps=2))
+    assert all(np.array_equal(a, b) for a, b in zip(*shared, strict=True))
+    own = initial_heads(StudentTrainConfig(explainer="none", ig_steps=2, per_seed_init=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(*own, strict=True))
+    # the encoder is the pretrained checkpoint either way: only the head differs
+    assert sum(not np.array_equal(a, b) for a, b in zip(*own, strict=True)) <= 4
+
+
+def test_students_carved_from_their_own_source_never_touch_the_teachers(tmp_path):
+    """The paper's IMDB layout: the teacher on one split, the students' parts from another."""
+    from smat.jobs.runs import protocol_splits
+
+    def write(name, rows):
+        path = tmp_path / name
+        path.write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+        return str(path)
+
+    teacher = write("train.tsv", [(f"phrase {i}", i % 2) for i in range(50)])
+    students = write("dev.tsv", [(f"sentence {i}", (i + 1) % 2) for i in range(30)])
+    config = DataConfig(source=teacher, student_source=students, text_column="sentence",
+                        teacher_fraction=0.4, student_validation_size=5, student_test_size=10)
+    dataset = load_examples(config)
+    assert len(dataset) == 80 and dataset.student_rows == 30
+    splits = protocol_splits(config, dataset, num_examples=12)
+    teacher_rows = np.concatenate([splits.teacher_train, splits.teacher_validation])
+    assert len(teacher_rows) == 20 and teacher_rows.max() < 50
+    student = splits.student
+    assert (len(student.train), len(student.validation), len(student.test)) == (12, 5, 10)
+    assert all(dataset.texts[i].startswith("sentence") for part in student for i in part)
+    # one source: the same config without student_source splits the teacher file alone
+    alone = DataConfig(source=teacher, text_column="sentence", teacher_fraction=0.4,
+                       student_validation_size=5, student_test_size=10)
+    assert load_examples(alone).student_rows == 0
+    with pytest.raises(ValueError, match="differ from those of source"):
+        load_examples(dataclasses.replace(config, student_source=write(
+            "other.tsv", [(f"x {i}", "pos") for i in range(20)])))

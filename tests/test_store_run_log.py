@@ -7,6 +7,8 @@ from smat.store.run_log import (
     MetricsWriter,
     cached_arrays,
     check_finite,
+    check_run_settings,
+    file_fingerprint,
     mean_metrics,
     settings_hash,
     write_json_atomic,
@@ -66,3 +68,36 @@ def test_settings_hash_ignores_key_order_and_sees_values():
     assert settings_hash({"a": 1, "b": [2, 3]}) == settings_hash({"b": [2, 3], "a": 1})
     assert settings_hash({"a": 1}) != settings_hash({"a": 2})
     assert len(settings_hash({})) == 12
+
+
+def test_a_run_folder_is_never_reused_for_other_settings(tmp_path):
+    folder = tmp_path / "run"
+    settings = {"train": {"learning_rate": 1e-4, "loop": {"seed": 0}}, "pooling": "cls"}
+    assert check_run_settings(folder, settings) is False  # nothing there yet
+    folder.mkdir()
+    write_json_atomic(folder / "config.json", settings)
+    (folder / "result.json").write_text("{}")
+    assert check_run_settings(folder, json.loads(json.dumps(settings))) is True
+    changed = {"train": {"learning_rate": 3e-4, "loop": {"seed": 0}}, "pooling": "cls"}
+    with pytest.raises(ValueError, match=r"train\.learning_rate: 0\.0001 -> 0\.0003.*--overwrite"):
+        check_run_settings(folder, changed)
+    assert (folder / "result.json").is_file()  # refused: the old run is untouched
+    assert check_run_settings(folder, changed, overwrite=True) is False
+    assert not folder.exists()  # replaced: the caller starts afresh
+
+
+def test_settings_an_older_run_did_not_record_complete_its_config(tmp_path):
+    write_json_atomic(tmp_path / "config.json", {"pooling": "cls"})
+    assert check_run_settings(tmp_path, {"pooling": "cls", "data_fingerprint": "ab12"}) is True
+    assert json.loads((tmp_path / "config.json").read_text())["data_fingerprint"] == "ab12"
+    with pytest.raises(ValueError, match="pooling: 'cls' -> 'mean'"):
+        check_run_settings(tmp_path, {"pooling": "mean", "data_fingerprint": "ab12"})
+
+
+def test_file_fingerprint_follows_content_not_name(tmp_path):
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("text,label\ngood,1\n")
+    b.write_text("text,label\ngood,1\n")
+    assert file_fingerprint([a]) == file_fingerprint([b])
+    b.write_text("text,label\ngood,0\n")
+    assert file_fingerprint([a]) != file_fingerprint([b])

@@ -3,7 +3,7 @@
 Data flows: a source (`load_dataset` for any Hugging Face `datasets` source, `load_corpus` for
 the built-in offline corpora, `load_eraser` / `load_mlqe` for data with human word-level
 annotations) -> `TextDataset` -> split indices (`train_validation_test_split`, `smat_split`,
-`student_split`) -> `TextDataset.select` -> `tokenize` -> `Encoded` numpy arrays ->
+`student_split`, `teacher_split`) -> `TextDataset.select` -> `tokenize` -> `Encoded` numpy arrays ->
 `iterate_batches`. `rationales` aligns word / character annotations with sub-word tokens.
 """
 
@@ -30,8 +30,10 @@ from smat.data.sources import load_dataset as load_dataset
 from smat.data.splits import ProtocolSplits as ProtocolSplits
 from smat.data.splits import Splits as Splits
 from smat.data.splits import StudentSplits as StudentSplits
+from smat.data.splits import TeacherSplits as TeacherSplits
 from smat.data.splits import smat_split as smat_split
 from smat.data.splits import student_split as student_split
+from smat.data.splits import teacher_split as teacher_split
 from smat.data.splits import train_validation_test_split as train_validation_test_split
 from smat.data.tokenization import Encoded as Encoded
 from smat.data.tokenization import TokenizeStats as TokenizeStats
@@ -46,6 +48,7 @@ __all__ = [
     "RationaleDataset",
     "Splits",
     "StudentSplits",
+    "TeacherSplits",
     "TextDataset",
     "TokenizeStats",
     "TruncationWarning",
@@ -65,6 +68,7 @@ __all__ = [
     "smat_split",
     "spans_to_word_mask",
     "student_split",
+    "teacher_split",
     "take",
     "token_word_ids",
     "tokenize",

@@ -44,6 +44,9 @@ class TextDataset:
       num_dropped: rows of the source left out by the loader's documented protocol (e.g.
         rating == 0 in `movie-snippets` classification); 0 when nothing was dropped.
       source: a human-readable description of where the rows came from.
+      student_rows: the last this many rows come from a second, student source (the SMaT
+        protocol's two-split layout: the teacher learns from one split, the students' parts
+        are carved from another); 0 when every row comes from one source.
 
     Raises:
       ValueError / TypeError: inconsistent lengths, dtypes or label ranges.
@@ -56,10 +59,13 @@ class TextDataset:
     label_names: tuple[str, ...] | None = None
     num_dropped: int = 0
     source: str = ""
+    student_rows: int = 0
 
     def __post_init__(self) -> None:
         check_task(self.task)
         n = len(self.texts)
+        if not 0 <= self.student_rows <= n:
+            raise ValueError(f"student_rows must be in [0, {n}], got {self.student_rows}")
         labels = np.asarray(self.labels)
         if labels.shape != (n,):
             raise ValueError(f"labels must have shape ({n},) to match the {n} texts, "
@@ -105,7 +111,7 @@ class TextDataset:
         idx = _check_indices(indices, len(self))
         pairs = None if self.text_pairs is None else tuple(self.text_pairs[i] for i in idx)
         return dataclasses.replace(self, texts=tuple(self.texts[i] for i in idx),
-                                   labels=self.labels[idx], text_pairs=pairs)
+                                   labels=self.labels[idx], text_pairs=pairs, student_rows=0)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)

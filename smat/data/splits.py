@@ -46,6 +46,18 @@ class StudentSplits(NamedTuple):
     pool: Int[np.ndarray, " k"]
 
 
+class TeacherSplits(NamedTuple):
+    """Row indices of the teacher's parts (each (K,) int64, disjoint).
+
+    Attributes:
+      train: rows the teacher is trained on.
+      validation: rows for the teacher's early stopping.
+    """
+
+    train: Int[np.ndarray, " k"]
+    validation: Int[np.ndarray, " k"]
+
+
 class ProtocolSplits(NamedTuple):
     """Teacher and student splits of one data set under the SMaT protocol (disjoint parts).
 
@@ -219,11 +231,43 @@ def smat_split(
       ValueError: num_examples larger than the student pool, fractions out of range, or an
         empty part.
     """
+    order = permutation(num_rows, seed=seed)
+    teacher = _teacher_parts(order, teacher_fraction=teacher_fraction,
+                             teacher_validation_fraction=teacher_validation_fraction)
+    n_teacher = len(teacher.train) + len(teacher.validation)
+    student = _student_parts(order[n_teacher:], num_examples=num_examples,
+                             validation_size=student_validation_size,
+                             test_size=student_test_size)
+    return ProtocolSplits(teacher_train=teacher.train, teacher_validation=teacher.validation,
+                          student=student)
+
+
+def teacher_split(num_rows: int, *, seed: int, teacher_fraction: float = 0.5,
+                  teacher_validation_fraction: float = 0.1) -> TeacherSplits:
+    """The teacher's parts of a split of its own: `smat_split`'s teacher rule alone.
+
+    Use it with `student_split` when the students' data is another split (the paper's
+    IMDB layout): the seeded permutation's first round(teacher_fraction * N) rows, of which
+    the last round(teacher_validation_fraction * that) are the teacher's validation set.
+
+    Example:
+      >>> parts = teacher_split(1_000, seed=0, teacher_fraction=0.2)
+      >>> len(parts.train), len(parts.validation)
+      (180, 20)
+
+    Raises:
+      ValueError: fractions out of range, or an empty part.
+    """
+    return _teacher_parts(permutation(num_rows, seed=seed), teacher_fraction=teacher_fraction,
+                          teacher_validation_fraction=teacher_validation_fraction)
+
+
+def _teacher_parts(order: np.ndarray, *, teacher_fraction: float,
+                   teacher_validation_fraction: float) -> TeacherSplits:
     teacher_fraction = _check_fraction("teacher_fraction", teacher_fraction)
     teacher_validation_fraction = _check_fraction("teacher_validation_fraction",
                                                   teacher_validation_fraction)
-    order = permutation(num_rows, seed=seed)
-    n_teacher = _part_size("teacher_fraction", teacher_fraction, num_rows)
+    n_teacher = _part_size("teacher_fraction", teacher_fraction, len(order))
     if n_teacher < 1:
         raise ValueError(f"teacher_fraction must be > 0, got {teacher_fraction}")
     n_teacher_valid = _part_size("teacher_validation_fraction", teacher_validation_fraction,
@@ -232,9 +276,5 @@ def smat_split(
         raise ValueError(f"teacher_validation_fraction={teacher_validation_fraction} leaves no "
                          f"teacher training rows out of {n_teacher}")
     teacher = order[:n_teacher]
-    student = _student_parts(order[n_teacher:], num_examples=num_examples,
-                             validation_size=student_validation_size,
-                             test_size=student_test_size)
-    return ProtocolSplits(teacher_train=teacher[:n_teacher - n_teacher_valid],
-                          teacher_validation=teacher[n_teacher - n_teacher_valid:],
-                          student=student)
+    return TeacherSplits(train=teacher[:n_teacher - n_teacher_valid],
+                         validation=teacher[n_teacher - n_teacher_valid:])

@@ -35,6 +35,7 @@ def run_grid(
     student: StudentTrainConfig,
     output_dir: str | Path,
     progress: bool = True,
+    overwrite: bool = False,
 ) -> list[dict[str, Any]]:
     """Train every (size, explainer, seed) student of a teacher; finished cells are reused.
 
@@ -49,6 +50,7 @@ def run_grid(
         vmapped program instead of one after another.
       output_dir: grid folder; cell results go to ``n{size}/{explainer}/seed{seed}``.
       progress: show progress bars.
+      overwrite: replace a cell's run made with other settings instead of refusing it.
 
     Returns:
       The result records of all cells, in grid order.
@@ -70,5 +72,5 @@ def run_grid(
             records += run_student(teacher_dir,
                                    config=dataclasses.replace(student, explainer=explainer),
                                    seeds=seeds, num_examples=num_examples, output_dir=folders,
-                                   progress=progress)
+                                   progress=progress, overwrite=overwrite)
     return records

@@ -17,11 +17,15 @@ import numpy as np
 
 from smat.data import (
     Encoded,
+    ProtocolSplits,
+    StudentSplits,
     TextDataset,
     load_corpus,
     load_dataset,
     smat_split,
+    student_split,
     take,
+    teacher_split,
     tokenize_with_stats,
 )
 from smat.evaluation.cartography import (
@@ -34,7 +38,13 @@ from smat.models import from_pretrained, functional, minilm_path
 from smat.registry import LEARNED, NO_EXPLAINER
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer, save_explainer
-from smat.store.run_log import cached_arrays, write_json_atomic
+from smat.store.run_log import (
+    cached_arrays,
+    check_run_settings,
+    file_fingerprint,
+    settings_hash,
+    write_json_atomic,
+)
 from smat.training import dynamics
 from smat.training.loop import seed_folders, with_loop
 from smat.training.student import (
@@ -58,6 +68,10 @@ class DataConfig:
 
     Attributes:
       source: a built-in corpus name ("movie-snippets"), local data file(s) or a Hub id.
+      student_source: local data file(s) or a Hub id of a second split that the students'
+        pool, validation and test parts are carved from (the paper's IMDB layout: teacher
+        on `train`, students from `test`); the teacher then learns from `teacher_fraction`
+        of `source`. Default: one source for both, split by `teacher_fraction`.
       task: "classification" or "regression".
       text_column: the column holding the text in a file or Hub source.
       text_pair_column: the column of the second text of a pair (premise / hypothesis,
@@ -75,6 +89,7 @@ class DataConfig:
     """
 
     source: str = "movie-snippets"
+    student_source: tuple[str, ...] | None = None
     task: str = "classification"
     text_column: str = "text"
     text_pair_column: str | None = None
@@ -88,6 +103,10 @@ class DataConfig:
     html_line_breaks_as_spaces: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.student_source, (str, list)):  # one file, or a saved config's list
+            object.__setattr__(self, "student_source", tuple(
+                [self.student_source] if isinstance(self.student_source, str)
+                else self.student_source))
         if self.max_len < 2:
             raise ValueError(f"DataConfig.max_len must be >= 2, got {self.max_len}")
         if self.student_validation_size < 1 or self.student_test_size < 1:
@@ -108,26 +127,63 @@ class ProtocolData(NamedTuple):
 
 
 def load_examples(config: DataConfig) -> TextDataset:
-    """The raw examples of `config.source` (a built-in corpus, local files or a Hub id)."""
-    if config.source == "movie-snippets":
-        dataset = load_corpus(config.source, task=config.task)
-    else:
-        dataset = load_dataset(config.source, split=config.split, text_column=config.text_column,
-                               text_pair_column=config.text_pair_column,
-                               label_column=config.label_column, task=config.task)
+    """The raw examples of `config.source` (a built-in corpus, local files or a Hub id),
+    followed by those of `config.student_source` when it is given (``dataset.student_rows``
+    counts them).
+
+    Raises:
+      ValueError: the two sources' label vocabularies differ (and see
+        :func:`smat.data.load_dataset`).
+    """
+    dataset = _load_source(config, config.source)
+    if config.student_source is not None:
+        student = _load_source(config, config.student_source)
+        if student.label_names != dataset.label_names:
+            raise ValueError(f"the labels of student_source {config.student_source!r} "
+                             f"{student.label_names} differ from those of source "
+                             f"{config.source!r} {dataset.label_names}")
+        pairs = (None if dataset.text_pairs is None
+                 else dataset.text_pairs + student.text_pairs)
+        dataset = dataclasses.replace(
+            dataset, texts=dataset.texts + student.texts, text_pairs=pairs,
+            labels=np.concatenate([dataset.labels, student.labels]),
+            num_dropped=dataset.num_dropped + student.num_dropped,
+            source=f"{dataset.source} (teacher) + {student.source} (students)",
+            student_rows=len(student))
     if config.html_line_breaks_as_spaces:
         dataset = dataclasses.replace(dataset, texts=tuple(
             text.replace("<br /><br />", " ") for text in dataset.texts))
     return dataset
 
 
-def protocol_splits(config: DataConfig, num_rows: int, *, num_examples: int = 1):
-    """The row indices of every part of the SMaT protocol split of `num_rows` examples
-    (``smat.data.smat_split`` with `config`'s seed and sizes)."""
-    return smat_split(num_rows, seed=config.split_seed, num_examples=num_examples,
-                      student_validation_size=config.student_validation_size,
-                      student_test_size=config.student_test_size,
-                      teacher_fraction=config.teacher_fraction)
+def _load_source(config: DataConfig, source: str | Sequence[str]) -> TextDataset:
+    if source == "movie-snippets":
+        return load_corpus(source, task=config.task)
+    files = list(source) if isinstance(source, (tuple, list)) else source
+    return load_dataset(files, split=config.split, text_column=config.text_column,
+                        text_pair_column=config.text_pair_column,
+                        label_column=config.label_column, task=config.task)
+
+
+def protocol_splits(config: DataConfig, dataset: TextDataset, *,
+                    num_examples: int = 1) -> ProtocolSplits:
+    """The row indices of every part of the SMaT protocol split of `dataset` (from
+    :func:`load_examples`): ``smat.data.smat_split`` with `config`'s seed and sizes, or,
+    with a student source, the teacher's parts from the first rows (``smat_split``'s
+    teacher rule) and the student's from the last ``dataset.student_rows``
+    (``smat.data.student_split``)."""
+    sizes = {"num_examples": num_examples,
+             "student_validation_size": config.student_validation_size,
+             "student_test_size": config.student_test_size}
+    if not dataset.student_rows:
+        return smat_split(len(dataset), seed=config.split_seed,
+                          teacher_fraction=config.teacher_fraction, **sizes)
+    num_teacher_rows = len(dataset) - dataset.student_rows
+    teacher = teacher_split(num_teacher_rows, seed=config.split_seed,
+                            teacher_fraction=config.teacher_fraction)
+    student = student_split(dataset.student_rows, seed=config.split_seed, **sizes)
+    return ProtocolSplits(teacher_train=teacher.train, teacher_validation=teacher.validation,
+                          student=StudentSplits(*(part + num_teacher_rows for part in student)))
 
 
 def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
@@ -145,7 +201,7 @@ def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
         smat.data).
     """
     encoded, _ = tokenize_with_stats(dataset, tokenizer, max_len=config.max_len)
-    splits = protocol_splits(config, len(dataset.texts), num_examples=num_examples)
+    splits = protocol_splits(config, dataset, num_examples=num_examples)
     return ProtocolData(take(encoded, splits.teacher_train),
                         take(encoded, splits.teacher_validation),
                         take(encoded, splits.student.train),
@@ -162,6 +218,7 @@ def run_teacher(
     model_source: str | None = None,
     pooling: str = "scalar_mix",
     progress: bool = True,
+    overwrite: bool = False,
 ) -> list[dict[str, Any]]:
     """Train (or resume, or reuse) one teacher per seed and report their test metrics.
 
@@ -171,6 +228,8 @@ def run_teacher(
     the resumable loop state), the trained model (`model/`), with
     ``train.training_dynamics`` the data map (:func:`write_cartography`), and `result.json`
     last; a finished seed is reused. ``train.loop.parallel_seeds`` trains the seeds in one program.
+    A folder that holds a run with other settings (a changed data file included) is
+    refused before any work (:func:`smat.store.run_log.check_run_settings`).
 
     Args:
       data: data source and splits (the same splits for every seed).
@@ -180,18 +239,29 @@ def run_teacher(
       model_source: pretrained checkpoint folder or Hub id (default: the offline MiniLM-L6).
       pooling: "scalar_mix" (paper), "cls" or "mean".
       progress: show progress bars.
+      overwrite: delete a seed folder's run with other settings instead of refusing it.
 
     Returns:
       One result record per seed (also written to its `result.json`): metrics, sizes,
       seconds.
+
+    Raises:
+      ValueError: a seed folder holds a run with other settings (the message names them).
     """
     seeds = (train.loop.seed,) if seeds is None else tuple(seeds)
     folders = seed_folders(output_dir, seeds)
+    source = str(model_source) if model_source is not None else str(minilm_path())
+    settings = [{"data": dataclasses.asdict(data), "data_fingerprint": data_fingerprint(data),
+                 "train": dataclasses.asdict(with_loop(train, seed=seed)),
+                 "model_source": source, "pooling": pooling} for seed in seeds]
+    for folder, recorded in zip(folders, settings, strict=True):
+        check_run_settings(folder, recorded, overwrite=overwrite)
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
-        parts, models, tokenizer = _teacher_setup(data, train, model_source, pooling,
+        parts, models, tokenizer = _teacher_setup(data, source, pooling,
                                                   [seeds[i] for i in todo],
-                                                  [folders[i] for i in todo])
+                                                  [folders[i] for i in todo],
+                                                  [settings[i] for i in todo])
         results = train_teacher(models, parts.teacher_train, parts.teacher_validation,
                                 task=data.task, config=train, seeds=[seeds[i] for i in todo],
                                 output_dir=[folders[i] / "checkpoints" for i in todo],
@@ -222,21 +292,31 @@ def write_cartography(run_dir: str | Path, *, seed: int | None = None) -> dict[s
     return payload
 
 
-def _teacher_setup(data: DataConfig, train: TeacherTrainConfig, model_source: str | None,
-                   pooling: str, seeds: Sequence[int], folders: Sequence[Path]):
-    """Load the data and one pretrained model per seed; write each run's `config.json`."""
-    source = str(model_source) if model_source is not None else str(minilm_path())
-    for seed, folder in zip(seeds, folders, strict=True):
-        write_json_atomic(folder / "config.json", {
-            "data": dataclasses.asdict(data),
-            "train": dataclasses.asdict(with_loop(train, seed=seed)),
-            "model_source": source, "pooling": pooling})
+def _teacher_setup(data: DataConfig, source: str, pooling: str, seeds: Sequence[int],
+                   folders: Sequence[Path], settings: Sequence[dict[str, Any]]):
+    """Load the data and one pretrained model per seed; once they load, write each run's
+    `config.json` (a bad input never leaves a run folder behind)."""
     dataset = load_examples(data)
     num_labels = dataset.num_labels if data.task == "classification" else 1
     loaded = [from_pretrained(source, task=data.task, num_labels=num_labels, pooling=pooling,
                               seed=seed) for seed in seeds]
     tokenizer = loaded[0][1]
-    return protocol_data(data, dataset, tokenizer), [m for m, _ in loaded], tokenizer
+    parts = protocol_data(data, dataset, tokenizer)
+    for folder, recorded in zip(folders, settings, strict=True):
+        write_json_atomic(folder / "config.json", recorded)
+    return parts, [m for m, _ in loaded], tokenizer
+
+
+def data_fingerprint(config: DataConfig) -> dict[str, str] | None:
+    """The content fingerprint (:func:`smat.store.run_log.file_fingerprint`) of each local
+    data file a config reads, by role ("source", "student_source"); None when it reads only
+    the built-in corpus or Hub data sets (whose content is fixed by name and version)."""
+    fingerprints = {}
+    for role, value in (("source", config.source), ("student_source", config.student_source)):
+        files = [value] if isinstance(value, str) else list(value or ())
+        if files and all(Path(f).is_file() for f in files):
+            fingerprints[role] = file_fingerprint(files)
+    return fingerprints or None
 
 
 def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, model: Any,
@@ -300,15 +380,19 @@ def run_student(
     output_dir: str | Path | Sequence[str | Path],
     seeds: Sequence[int] | None = None,
     progress: bool = True,
+    overwrite: bool = False,
 ) -> list[dict[str, Any]]:
     """Train one student per seed of a trained teacher and report their simulability.
 
     Students are initialised from the teacher's *pretrained* checkpoint (not its fine-tuned
-    weights) and trained on the first `num_examples` rows of the student pool of the
+    weights), every seed from the same parameters (a head drawn once with
+    ``config.init_seed``, as the authors' code does, unless ``config.per_seed_init``), and
+    trained on the first `num_examples` rows of the student pool of the
     teacher's data split. Each seed's run folder receives `config.json`, `checkpoints/`
     (resumable), `result.json` last, and for SMaT the learned teacher explainer under
-    ``explainer/`` (load it with :func:`smat.load_explainer`); a finished seed is reused.
-    ``config.loop.parallel_seeds`` trains the seeds in one program.
+    ``explainer/`` (load it with :func:`smat.load_explainer`); a finished seed is reused,
+    and a folder that holds a student of other settings (or of another teacher) is refused
+    before any work. ``config.loop.parallel_seeds`` trains the seeds in one program.
 
     Args:
       teacher_dir: a folder written by :func:`run_teacher` / `smat train-teacher`.
@@ -318,6 +402,7 @@ def run_student(
         folder per seed.
       seeds: distinct seeds (default: ``(config.loop.seed,)``); each replaces the loop seed.
       progress: show progress bars.
+      overwrite: delete a seed folder's run with other settings instead of refusing it.
 
     Returns:
       One result record per seed: test and validation simulability, steps, seconds, and
@@ -325,16 +410,26 @@ def run_student(
 
     Raises:
       FileNotFoundError: `teacher_dir` is not a finished teacher run.
-      ValueError: `num_examples` larger than the student pool, or a folder count that
-        differs from the seed count.
+      ValueError: `num_examples` larger than the student pool, a folder count that
+        differs from the seed count, or a seed folder that holds a run with other settings.
     """
     seeds = (config.loop.seed,) if seeds is None else tuple(seeds)
     folders = seed_folders(output_dir, seeds)
+    teacher_dir = Path(teacher_dir)
+    if not (teacher_dir / "result.json").is_file():
+        raise FileNotFoundError(f"{teacher_dir} is not a finished teacher run (no result.json); "
+                                "train one with `smat train-teacher --output-dir DIR`")
+    teacher_config = json.loads((teacher_dir / "config.json").read_text())
+    settings = [{"teacher_dir": str(teacher_dir), "teacher": settings_hash(teacher_config),
+                 "num_examples": num_examples,
+                 "student": dataclasses.asdict(with_loop(config, seed=seed))} for seed in seeds]
+    for folder, recorded in zip(folders, settings, strict=True):
+        check_run_settings(folder, recorded, overwrite=overwrite)
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
         todo_seeds = [seeds[i] for i in todo]
-        inputs = _student_inputs(teacher_dir, config, num_examples, [folders[i] for i in todo],
-                                 seeds=todo_seeds)
+        inputs = _student_inputs(teacher_dir, teacher_config, config, num_examples,
+                                 [folders[i] for i in todo], [settings[i] for i in todo])
         results = train_student([inputs.new_student(seed) for seed in todo_seeds],
                                 *inputs.rows, task=inputs.task, config=config,
                                 seeds=todo_seeds,
@@ -351,31 +446,28 @@ class _StudentInputs(NamedTuple):
     rows: tuple[StudentRows, StudentRows, StudentRows]
     task: str
     new_student: Any  # seed -> a student initialised from the pretrained checkpoint
+    # (its head from config.init_seed, or from the seed with config.per_seed_init)
 
 
-def _student_inputs(teacher_dir: str | Path, config: StudentTrainConfig, num_examples: int,
-                    folders: Sequence[Path], *, seeds: Sequence[int]) -> _StudentInputs:
-    """The teacher's cached outputs over the student splits; `config.json` per run folder."""
-    teacher_dir = Path(teacher_dir)
-    if not (teacher_dir / "result.json").is_file():
-        raise FileNotFoundError(f"{teacher_dir} is not a finished teacher run (no result.json); "
-                                "train one with `smat train-teacher --output-dir DIR`")
-    teacher_config = json.loads((teacher_dir / "config.json").read_text())
+def _student_inputs(teacher_dir: Path, teacher_config: dict[str, Any],
+                    config: StudentTrainConfig, num_examples: int, folders: Sequence[Path],
+                    settings: Sequence[dict[str, Any]]) -> _StudentInputs:
+    """The teacher's cached outputs over the student splits; once they are there,
+    `config.json` per run folder (a bad input never leaves a run folder behind)."""
     data = DataConfig(**teacher_config["data"])
-    for folder, seed in zip(folders, seeds, strict=True):
-        write_json_atomic(folder / "config.json", {
-            "teacher_dir": str(teacher_dir), "num_examples": num_examples,
-            "student": dataclasses.asdict(with_loop(config, seed=seed))})
     trained = model_store.load(teacher_dir / "model")
     parts = protocol_data(data, load_examples(data), trained.tokenizer,
                           num_examples=num_examples)
     rows = _cached_student_rows(teacher_dir, trained, parts, setting=config.explainer,
                                 ig_steps=config.ig_steps, num_examples=num_examples)
+    for folder, recorded in zip(folders, settings, strict=True):
+        write_json_atomic(folder / "config.json", recorded)
 
     def new_student(seed: int):
+        head_seed = seed if config.per_seed_init else config.init_seed
         return from_pretrained(teacher_config["model_source"], task=data.task,
                                num_labels=trained.info["num_labels"],
-                               pooling=teacher_config["pooling"], seed=seed)[0]
+                               pooling=teacher_config["pooling"], seed=head_seed)[0]
 
     return _StudentInputs(trained, rows, data.task, new_student)
 

@@ -8,9 +8,10 @@ tasks instead of people (hidden words become the mask token, or are dropped), on
 pass. *score*: :func:`smat.evaluation.human_study.score_study` and the paper's tables.
 
 Tasks are JSON lines with "task_id", "sample", "method", "k", "gold" and "classes"; answers
-are a CSV / TSV (by suffix) or JSON-lines file with one row per (worker, task), its columns
-named by the caller. A missing column is an error naming the columns found; extra columns
-are reported and ignored.
+are a CSV / TSV (delimiter sniffed from the first lines, or given) or JSON-lines file with
+one row per (worker, task), its columns named by the caller. A missing column is an error
+naming the columns found; extra columns are reported and ignored. An already majority-voted
+table can be read as released, e.g. Lu et al.'s votes (:func:`score_voted_file`).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def held_out_texts(trained: model_store.TrainedModel) -> TextDataset:
                          "a model trained by `smat train-teacher`")
     config = DataConfig(**trained.info["data"])
     dataset = load_examples(config)
-    rows = protocol_splits(config, len(dataset.texts)).student.test
+    rows = protocol_splits(config, dataset).student.test
     return dataset.select(rows)
 
 
@@ -206,11 +207,53 @@ def machine_answers(reader: model_store.TrainedModel, tasks: Sequence[dict[str, 
 TASK_FIELDS = ("task_id", "sample", "method", "k", "gold", "classes")
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
+SAMPLE_RULES = ("column", "block", "text")
+"""How :func:`score_voted_file` tells a table's samples apart (see there)."""
+
+FULL_TEXT_K = "all"
+"""The k cell (compared case-blind) of a full-text row: the row that opens a sample's block
+in Lu et al.'s released votes, with its whole text and no method."""
+
+DELIMITERS = "\t,;|"
+"""The delimiters a table's first lines are sniffed for (``csv.Sniffer``)."""
+
+
+def _delimiter(path: Path, head: str, delimiter: str | None) -> str:
+    """The given delimiter (one character, or "tab" / a backslash-t for a tab), else the one
+    sniffed from the file's first lines, else the suffix's (tab for .tsv, comma otherwise)."""
+    if delimiter is not None:
+        delimiter = {"tab": "\t", "\\t": "\t"}.get(delimiter, delimiter)
+        if len(delimiter) != 1:
+            raise ValueError(f"a delimiter is one character or 'tab'; got {delimiter!r}")
+        return delimiter
+    try:
+        return csv.Sniffer().sniff(head, delimiters=DELIMITERS).delimiter
+    except csv.Error:  # one column, or no consistent candidate
+        return "\t" if path.suffix == ".tsv" else ","
+
+
+def _table(path: Path, delimiter: str | None = None) -> tuple[list[dict[str, Any]], list[int]]:
+    """The rows of a CSV / TSV (delimiter sniffed unless given) or JSON-lines file, and the
+    file line each row starts on (the header is line 1)."""
     if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        numbered = [(i, line) for i, line in enumerate(path.read_text().splitlines(), 1)
+                    if line.strip()]
+        return [json.loads(line) for _, line in numbered], [i for i, _ in numbered]
     with path.open(newline="") as f:
-        return list(csv.DictReader(f, delimiter="\t" if path.suffix == ".tsv" else ","))
+        head = "".join(f.readline() for _ in range(50))
+        f.seek(0)
+        reader = csv.DictReader(f, delimiter=_delimiter(path, head, delimiter))
+        rows, lines = [], []
+        for row in reader:  # line_num is the row's last line; quoted cells may span lines
+            cells = [c for v in row.values() for c in (v if isinstance(v, list) else [v])]
+            lines.append(reader.line_num - sum(str(c).count("\n") for c in cells
+                                               if c is not None))
+            rows.append(row)
+    return rows, lines
+
+
+def _rows(path: Path, delimiter: str | None = None) -> list[dict[str, Any]]:
+    return _table(path, delimiter)[0]
 
 
 def read_tasks(path: str | Path) -> list[dict[str, Any]]:
@@ -228,16 +271,18 @@ def read_tasks(path: str | Path) -> list[dict[str, Any]]:
 
 
 def read_answers(path: str | Path, *, worker: str = "worker", task_id: str = "task_id",
-                 answer: str = "answer", keep: Sequence[str] = ()) -> list[dict[str, Any]]:
+                 answer: str = "answer", keep: Sequence[str] = (),
+                 delimiter: str | None = None) -> list[dict[str, Any]]:
     """Per-annotator answers, renamed to "worker", "task_id" and "answer" (plus the `keep`
-    columns, e.g. "seconds" for filtering by speed).
+    columns, e.g. "seconds" for filtering by speed). A CSV / TSV file's delimiter is
+    sniffed from its first lines unless given.
 
     Raises:
       StudyInputError: a named column that the file does not have.
     Warns:
       UserWarning: columns the scorer does not use.
     """
-    rows = _rows(Path(path))
+    rows = _rows(Path(path), delimiter)
     found = list(rows[0]) if rows else []
     wanted = {"worker": worker, "task_id": task_id, "answer": answer,
               **{column: column for column in keep}}
@@ -275,13 +320,14 @@ def study_tables(report: dict[str, Any]) -> str:
 
 def score_files(tasks: str | Path, answers: str | Path, *, columns: Sequence[str] = (
         "worker", "task_id", "answer"), lenient: bool = False, min_seconds: float | None = None,
-        drop_all_dont_know: bool = True) -> dict[str, Any]:
+        drop_all_dont_know: bool = True, delimiter: str | None = None) -> dict[str, Any]:
     """Read, filter and score a study (:func:`score_study`); adds Fleiss' kappa of the kept
     answers and the dropped workers with their reasons."""
     worker, task_id, answer = columns
     task_rows = read_tasks(tasks)
     rows = read_answers(answers, worker=worker, task_id=task_id, answer=answer,
-                        keep=("seconds",) if min_seconds is not None else ())
+                        keep=("seconds",) if min_seconds is not None else (),
+                        delimiter=delimiter)
     rows = check_answers(task_rows, rows, lenient=lenient)
     kept, dropped = filter_workers(rows, min_seconds=min_seconds,
                                    drop_all_dont_know=drop_all_dont_know)
@@ -298,14 +344,67 @@ def score_files(tasks: str | Path, answers: str | Path, *, columns: Sequence[str
 
 
 def score_voted_file(path: str | Path, *, columns: Sequence[str] = (
-        "sample", "method", "k", "correct")) -> dict[str, Any]:
+        "sample", "method", "k", "correct"), sample_from: str = "column",
+        delimiter: str | None = None) -> dict[str, Any]:
     """Score an already majority-voted table (CSV / TSV / JSON lines; one row per sample,
-    method and k with a 0 / 1 correct column), e.g. a study run elsewhere."""
+    method and k with a 0 / 1 correct column), e.g. a study run elsewhere.
+
+    A CSV / TSV file's delimiter is sniffed from its first lines (tab, comma, semicolon or
+    bar; the suffix decides when sniffing fails) unless `delimiter` is given. Rows whose k
+    cell is "All" (any case) are full-text rows: they hold a sample's whole text, no
+    method, and are not scored. The sample of every other row comes from `sample_from`:
+
+    - ``"column"``: its cell in the sample column;
+    - ``"block"``: the full-text rows cut the table into blocks, one per sample, each
+      opening with its full-text row (Lu et al.'s released votes: tab-separated columns
+      Text, Label, Saliency, Words and Correct, and no sample id), numbered from 0; the
+      sample column is not read;
+    - ``"text"``: as ``"block"``, with the block's full text (its cell in the sample
+      column, e.g. Text) as the id, so two blocks of the same text are one sample.
+
+    For Lu et al.'s file: ``columns=("Text", "Saliency", "Words", "Correct")`` and
+    ``sample_from="block"``.
+
+    Args:
+      path: the table.
+      columns: the names of its sample (or, with "text", full-text), method, k and correct
+        columns.
+      sample_from: one of :data:`SAMPLE_RULES`.
+      delimiter: one character (or "tab"), instead of the sniffed one.
+
+    Raises:
+      StudyInputError: an absent column (naming the columns found); a k that is not a whole
+        number or a correct cell that is not 0 or 1 (naming the file, row and column; a
+        row is a line of the file, the header is row 1); a scored row before the first
+        full-text row with "block" / "text"; or :func:`score_recognized`'s problems.
+      ValueError: an unknown `sample_from` or a delimiter longer than one character.
+    """
+    if sample_from not in SAMPLE_RULES:
+        raise ValueError(f"sample_from must be one of {SAMPLE_RULES}; got {sample_from!r}")
     sample, method, k, correct = columns
-    rows = _rows(Path(path))
+    rows, lines = _table(Path(path), delimiter)
     found = list(rows[0]) if rows else []
-    absent = [c for c in columns if c not in found]
+    needed = [method, k, correct] if sample_from == "block" else list(columns)
+    absent = [c for c in needed if c not in found]
     if absent:
         raise StudyInputError(f"{path} has no column(s) {absent}; its columns are {found}")
-    return score_recognized([{"sample": r[sample], "method": r[method], "k": r[k],
-                              "correct": r[correct]} for r in rows])
+    voted, opened, block = [], 0, None  # block: the sample the last full-text row opened
+    for row, line in zip(rows, lines, strict=True):
+        size = str(row[k]).strip()
+        if size.lower() == FULL_TEXT_K:
+            block = opened if sample_from == "block" else row[sample]
+            opened += 1
+            continue
+        if not (size.isascii() and size.isdigit()):
+            raise StudyInputError(f"{path}, row {line}, column {k!r}: {row[k]!r} is not a "
+                                  "whole number of words (k) nor 'All' (a full-text row)")
+        if str(row[correct]).strip() not in ("0", "1"):
+            raise StudyInputError(f"{path}, row {line}, column {correct!r}: "
+                                  f"{row[correct]!r} is not 0 or 1")
+        if sample_from != "column" and block is None:
+            raise StudyInputError(f"{path}, row {line}: a scored row before the first "
+                                  f"full-text row ({k!r} = 'All'); sample_from="
+                                  f"{sample_from!r} starts each sample at a full-text row")
+        voted.append({"sample": row[sample] if sample_from == "column" else block,
+                      "method": row[method], "k": int(size), "correct": row[correct]})
+    return score_recognized(voted)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -116,3 +117,77 @@ def cached_arrays(path: str | Path,
 def settings_hash(settings: Mapping[str, Any]) -> str:
     """First 12 hex digits of the SHA-256 of JSON-able settings (sorted keys): a cache key."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _as_json(value: Any) -> Any:
+    """`value` as it reads back from a JSON file (tuples become lists)."""
+    return json.loads(json.dumps(value))
+
+
+def _differences(old: Any, new: Any, path: str = "") -> tuple[list[str], list[str]]:
+    """(settings that differ as "path: old -> new", paths recorded in `new` only)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        changed, added = [], []
+        for key in sorted(set(old) | set(new)):
+            where = f"{path}.{key}" if path else key
+            if key not in new:
+                changed.append(f"{where}: {old[key]!r} -> (not set)")
+            elif key not in old:
+                added.append(where)
+            else:
+                inner_changed, inner_added = _differences(old[key], new[key], where)
+                changed += inner_changed
+                added += inner_added
+        return changed, added
+    return ([] if old == new else [f"{path}: {old!r} -> {new!r}"]), []
+
+
+def check_run_settings(folder: str | Path, settings: Mapping[str, Any], *,
+                       overwrite: bool = False) -> bool:
+    """Make sure a run folder is never reused for other settings than those it holds.
+
+    A folder whose ``config.json`` records other settings (any value, a data file's
+    content fingerprint included) is refused, naming every difference, unless `overwrite`,
+    which deletes the folder's old run. Settings that an older smat did not record are not
+    a difference: the folder's ``config.json`` is completed with them.
+
+    Args:
+      folder: the run folder (may not exist yet).
+      settings: the JSON-able settings that determine the run's result.
+      overwrite: delete an old run with other settings instead of refusing.
+
+    Returns:
+      True when the folder already holds a run with these settings (finished or not).
+
+    Raises:
+      ValueError: the folder holds a run with other settings and `overwrite` is False.
+    """
+    folder = Path(folder)
+    path = folder / "config.json"
+    if not path.is_file():
+        return False
+    recorded = json.loads(path.read_text())
+    changed, added = _differences(recorded, _as_json(settings))
+    if changed and not overwrite:
+        listed = "; ".join(changed[:8]) + (f"; and {len(changed) - 8} more"
+                                           if len(changed) > 8 else "")
+        raise ValueError(f"{folder} holds a run with other settings ({listed}); pass "
+                         "--overwrite to replace it, or choose another --output-dir")
+    if changed:
+        shutil.rmtree(folder)
+        return False
+    if added:
+        write_json_atomic(path, settings)
+    return True
+
+
+def file_fingerprint(paths: Sequence[str | Path]) -> str:
+    """First 16 hex digits of the SHA-256 of the files' bytes, in order: a data file's
+    content recorded beside a run's settings, so an edited file is never mistaken for the
+    one a run was trained on."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]

@@ -54,7 +54,8 @@ class LoopConfig:
       patience: stop once more than this many evaluations in a row brought no better
         validation metric (the SMaT authors' rule).
       evals_per_epoch: validation evaluations per epoch (>= 1).
-      seed: data order, dropout and head-initialisation seed (the first of --seeds).
+      seed: data order, dropout and validation-draw seed (the first of --seeds); a
+        teacher's head is initialised from it too (a student's from its ``init_seed``).
       length_multiple: batches are cut to their longest sequence rounded up to this
         multiple (at most max_len / length_multiple compiled shapes; results are unchanged
         because the cut columns are padding).

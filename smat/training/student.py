@@ -58,6 +58,12 @@ class StudentTrainConfig:
         the authors' value for the task (5e-4 classification, 2e-4 regression).
       normalizer: NORMALIZE of the SMaT teacher explainer (Eq. 11).
       ig_steps: quadrature nodes of the integrated-gradients teacher explainer.
+      init_seed: seed of the one task-head initialisation every seed's student starts from
+        (the authors' students all start from identical parameters: the pretrained encoder
+        and a head drawn once with a fixed seed, so seeds vary only the data order, dropout
+        and validation draws).
+      per_seed_init: draw each seed's task head from its own seed instead (more variance
+        between seeds; smat's behaviour before it followed the reference).
       loop: how the training loop batches (the batch size is also the outer step's
         validation batch), evaluates (on validation simulability), stops and runs seeds
         (LoopConfig; the seed also draws the outer step's validation batches).
@@ -70,6 +76,8 @@ class StudentTrainConfig:
     outer_learning_rate: float | None = None
     normalizer: str = "sparsemax"
     ig_steps: int = 50
+    init_seed: int = 0
+    per_seed_init: bool = False
     # The authors' students stop on patience, not on an epoch cap (patience 10 for
     # classification; their regression runs use patience 5 and batch 16).
     loop: LoopConfig = LoopConfig(max_epochs=100, patience=10)
@@ -82,6 +90,8 @@ class StudentTrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"StudentTrainConfig.{name} must be >= 1, got "
                                  f"{getattr(self, name)!r}")
+        if self.init_seed < 0:
+            raise ValueError(f"StudentTrainConfig.init_seed must be >= 0, got {self.init_seed}")
         if self.beta is not None and self.beta < 0:
             raise ValueError(f"StudentTrainConfig.beta must be >= 0, got {self.beta}")
 
