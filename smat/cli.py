@@ -217,8 +217,9 @@ def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
 
 def _add_overwrite_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace a run in the output folder that was made with other "
-                             "settings (default: refuse and name the differences)")
+                        help="delete the run the output folder holds and start afresh (by "
+                             "default a finished run is reused, an unfinished one resumed, and "
+                             "one made with other settings refused, naming the differences)")
 
 
 def _seeds(args: argparse.Namespace, first: int) -> list[int]:
@@ -249,7 +250,13 @@ def _read_texts(path: str) -> list[str]:
     Warns (UserWarning) when blank lines are skipped: outputs then follow the non-blank
     lines, not the file's line numbers (each output record carries its text).
     """
-    lines = Path(path).read_text().splitlines()
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        line = Path(path).read_bytes()[:error.start].count(b"\n") + 1
+        raise ValueError(f"{path} is not UTF-8 text: line {line} holds the byte "
+                         f"{error.object[error.start:error.start + 1]!r}; re-save it as "
+                         "UTF-8") from None
     texts = [line for line in lines if line.strip()]
     if not texts:
         raise ValueError(f"{path} holds no text (it is empty or every line is blank)")
@@ -777,9 +784,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `smat` console script."""
     args = build_parser().parse_args(argv)
+    output_dir = getattr(args, "output_dir", None)
+    if output_dir is not None and Path(output_dir).exists() and not Path(output_dir).is_dir():
+        # checked before any work: the results would be computed and then lost
+        print(f"smat {args.command}: error: --output-dir {output_dir} is a file, not a "
+              "folder; choose a folder", file=sys.stderr)
+        return 2
     try:
         # The mesh first: multi-host start must precede anything that touches a backend,
         # and the cache is keyed by the backend's machine.
@@ -791,7 +807,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, TypeError) as error:
         print(f"smat {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # on a line of its own, after any progress bar the interrupt stopped mid-line
+        print(f"\nsmat {args.command}: interrupted; finished work is kept, and the same command "
+              "resumes from the last checkpoint", file=sys.stderr)
+        return INTERRUPTED
+
+
+def console_main() -> None:
+    """The `smat` console script: :func:`main`, leaving at once after an interrupt (tearing
+    down the XLA and checkpoint threads that Ctrl-C stopped mid-work can crash the process
+    on its way out, after everything that was finished is already on disk)."""
+    code = main()
+    if code == INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

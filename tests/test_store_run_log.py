@@ -84,6 +84,11 @@ def test_a_run_folder_is_never_reused_for_other_settings(tmp_path):
     assert (folder / "result.json").is_file()  # refused: the old run is untouched
     assert check_run_settings(folder, changed, overwrite=True) is False
     assert not folder.exists()  # replaced: the caller starts afresh
+    folder.mkdir()
+    write_json_atomic(folder / "config.json", settings)
+    # the same settings with --overwrite (e.g. a damaged checkpoint): also afresh
+    assert check_run_settings(folder, settings, overwrite=True) is False
+    assert not folder.exists()
 
 
 def test_settings_an_older_run_did_not_record_complete_its_config(tmp_path):

@@ -7,7 +7,10 @@ smat.data stays cheap and nothing touches the network until a Hub id is loaded.
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
+import lzma
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,11 +57,37 @@ def _local_files(source: Source) -> list[Path] | None:
         if _local_format(p) is None:
             raise ValueError(f"data file {str(p)!r} has an unsupported extension; expected one "
                              f"of {sorted(LOCAL_FORMATS)} (optionally + {_COMPRESSIONS})")
+        if LOCAL_FORMATS[_local_format(p)] != "parquet":
+            _check_text_file(p)
     formats = {LOCAL_FORMATS[_local_format(p)] for p in paths}
     suffixes = {_local_format(p) for p in paths}
     if len(formats) > 1 or (".tsv" in suffixes and len(suffixes) > 1):
         raise ValueError(f"all data files must share one format, got {sorted(suffixes)}")
     return paths
+
+
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
+def _check_text_file(path: Path) -> None:
+    """Refuse an empty or non-UTF-8 text data file, naming it and the first bad line
+    (`datasets` would fail deep inside its builder with a long traceback)."""
+    suffix = path.suffix.lower()
+    if suffix == ".zst":  # no decompressor in the standard library: left to `datasets`
+        return
+    with _OPENERS.get(suffix, open)(path, "rb") as stream:
+        empty = True
+        for number, line in enumerate(stream, start=1):
+            empty = empty and not line.strip()
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"data file {str(path)!r} is not UTF-8 text: line {number}, "
+                                 f"byte {error.start + 1} ({line[error.start:error.start + 1]!r}"
+                                 "); re-save it as UTF-8") from None
+    if empty:
+        raise ValueError(f"data file {str(path)!r} is empty: it needs a header row and at "
+                         "least one example")
 
 
 def _load_local(paths: list[Path], *, split: str, text_columns: list[str],

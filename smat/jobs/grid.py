@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smat.jobs.runs import run_student
+from smat.jobs.runs import run_student, student_pool_size
 from smat.registry import STUDENT_SETTINGS
 from smat.training.student import StudentTrainConfig
 
@@ -50,13 +50,15 @@ def run_grid(
         vmapped program instead of one after another.
       output_dir: grid folder; cell results go to ``n{size}/{explainer}/seed{seed}``.
       progress: show progress bars.
-      overwrite: replace a cell's run made with other settings instead of refusing it.
+      overwrite: delete what each cell's folder holds and train afresh.
 
     Returns:
       The result records of all cells, in grid order.
 
     Raises:
-      ValueError: an unknown explainer setting, or no sizes / explainers / seeds.
+      FileNotFoundError: `teacher_dir` is not a finished teacher run.
+      ValueError: an unknown explainer setting, no sizes / explainers / seeds, or a size
+        larger than the student pool (checked before any student trains).
     """
     unknown = sorted(set(explainers) - set(STUDENT_SETTINGS))
     if unknown:
@@ -64,6 +66,14 @@ def run_grid(
     for name, values in (("sizes", sizes), ("explainers", explainers), ("seeds", seeds)):
         if not values:
             raise ValueError(f"the grid needs at least one of {name}")
+    if not Path(teacher_dir, "result.json").is_file():
+        raise FileNotFoundError(f"{teacher_dir} is not a finished teacher run (no result.json); "
+                                "train one with `smat train-teacher --output-dir DIR`")
+    pool = student_pool_size(teacher_dir)
+    too_large = [size for size in sizes if not 1 <= size <= pool]
+    if too_large:
+        raise ValueError(f"student sizes {too_large} are outside 1..{pool}, the student pool "
+                         f"of {teacher_dir} (checked before any student trains)")
     records = []
     for num_examples in sizes:
         for explainer in explainers:

@@ -239,7 +239,7 @@ def run_teacher(
       model_source: pretrained checkpoint folder or Hub id (default: the offline MiniLM-L6).
       pooling: "scalar_mix" (paper), "cls" or "mean".
       progress: show progress bars.
-      overwrite: delete a seed folder's run with other settings instead of refusing it.
+      overwrite: delete what each seed folder holds and train afresh.
 
     Returns:
       One result record per seed (also written to its `result.json`): metrics, sizes,
@@ -402,7 +402,7 @@ def run_student(
         folder per seed.
       seeds: distinct seeds (default: ``(config.loop.seed,)``); each replaces the loop seed.
       progress: show progress bars.
-      overwrite: delete a seed folder's run with other settings instead of refusing it.
+      overwrite: delete what each seed folder holds and train afresh.
 
     Returns:
       One result record per seed: test and validation simulability, steps, seconds, and
@@ -439,6 +439,13 @@ def run_student(
             _finish_student(folders[i], inputs, with_loop(config, seed=seed),
                             num_examples, result)
     return [json.loads((folder / "result.json").read_text()) for folder in folders]
+
+
+def student_pool_size(teacher_dir: str | Path) -> int:
+    """How many rows a student of this teacher can train on at most (its data's student
+    pool), so a grid of sizes is checked before any student trains."""
+    data = DataConfig(**json.loads((Path(teacher_dir) / "config.json").read_text())["data"])
+    return len(protocol_splits(data, load_examples(data)).student.pool)
 
 
 class _StudentInputs(NamedTuple):

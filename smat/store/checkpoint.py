@@ -159,7 +159,8 @@ def restore(path: str | Path, *, target: Any = None) -> Restored:
     Raises:
       FileNotFoundError: no checkpoint at ``path``.
       ValueError: ``target`` does not match, listing every missing / extra leaf and every
-        shape or dtype mismatch (leaf path and both shapes).
+        shape or dtype mismatch (leaf path and both shapes); or the stored bytes cannot be
+        read (a truncated or damaged file).
     """
     path = _existing(path)
     if target is not None:
@@ -168,6 +169,14 @@ def restore(path: str | Path, *, target: Any = None) -> Restored:
         state_args = ocp.args.StandardRestore(abstract)
     else:
         state_args = ocp.args.StandardRestore()
-    restored = _checkpointer().restore(path, ocp.args.Composite(
-        state=state_args, metadata=ocp.args.JsonRestore()))
+    try:
+        restored = _checkpointer().restore(path, ocp.args.Composite(
+            state=state_args, metadata=ocp.args.JsonRestore()))
+    except Exception as error:  # orbax and tensorstore raise bare Exceptions on bad bytes
+        while error.__cause__ is not None or error.__context__ is not None:
+            error = error.__cause__ or error.__context__  # the root says what is wrong
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        raise ValueError(f"the checkpoint {path} cannot be read, it is damaged or incomplete "
+                         f"({reason}); retrain it (rerun the command that wrote it, with "
+                         "--overwrite)") from None
     return Restored(pytree=restored.state, metadata=restored.metadata)

@@ -147,14 +147,15 @@ def check_run_settings(folder: str | Path, settings: Mapping[str, Any], *,
     """Make sure a run folder is never reused for other settings than those it holds.
 
     A folder whose ``config.json`` records other settings (any value, a data file's
-    content fingerprint included) is refused, naming every difference, unless `overwrite`,
-    which deletes the folder's old run. Settings that an older smat did not record are not
-    a difference: the folder's ``config.json`` is completed with them.
+    content fingerprint included) is refused, naming every difference. `overwrite` deletes
+    whatever run the folder holds (other settings, or the same ones with a damaged
+    checkpoint), so the caller starts afresh. Settings that an older smat did not record
+    are not a difference: the folder's ``config.json`` is completed with them.
 
     Args:
       folder: the run folder (may not exist yet).
       settings: the JSON-able settings that determine the run's result.
-      overwrite: delete an old run with other settings instead of refusing.
+      overwrite: delete the run the folder holds, whatever its settings.
 
     Returns:
       True when the folder already holds a run with these settings (finished or not).
@@ -166,16 +167,16 @@ def check_run_settings(folder: str | Path, settings: Mapping[str, Any], *,
     path = folder / "config.json"
     if not path.is_file():
         return False
+    if overwrite:
+        shutil.rmtree(folder)
+        return False
     recorded = json.loads(path.read_text())
     changed, added = _differences(recorded, _as_json(settings))
-    if changed and not overwrite:
+    if changed:
         listed = "; ".join(changed[:8]) + (f"; and {len(changed) - 8} more"
                                            if len(changed) > 8 else "")
         raise ValueError(f"{folder} holds a run with other settings ({listed}); pass "
                          "--overwrite to replace it, or choose another --output-dir")
-    if changed:
-        shutil.rmtree(folder)
-        return False
     if added:
         write_json_atomic(path, settings)
     return True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -253,6 +254,9 @@ def fit(
         counters = {key: meta[key] for key in counters}
         if all(stop is not None for stop in counters["stopped_at"]):
             return _results(best, counters, 0.0)
+        tqdm.write(f"{desc}: resuming from {last} at step {int(state.step[0])} of "
+                   f"{total_steps} (best so far at steps {counters['best_step']})",
+                   file=sys.stderr)
     mesh = resolve_mesh(mesh)
     if mesh is not None:
         state = replicate(state, mesh)
