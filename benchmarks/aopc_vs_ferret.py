@@ -355,9 +355,9 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
     # setting's batches (where compiling is slow, one setting compiles few shapes).
     settings = {name: smat_setting(name) for name in smat_settings}
     batch_size, length_multiple = settings[smat_settings[0]]
-    explained, targets = explain_encoded(graphdef, params, data, [EXPLAINER],
-                                         task="classification", batch_size=batch_size,
-                                         length_multiple=length_multiple)
+    explained, targets, _ = explain_encoded(graphdef, params, data, [EXPLAINER],
+                                            task="classification", batch_size=batch_size,
+                                            length_multiple=length_multiple)
     scores = explained[EXPLAINER]
     progress(f"explanations of {len(texts)} sentences computed")
     n = lengths - 2  # maskable: all but [CLS] and [SEP]

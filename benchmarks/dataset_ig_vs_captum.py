@@ -100,9 +100,9 @@ def worker_smat(args) -> dict:
     def run(rows, setting):
         batch_size, length_multiple = smat_setting(setting)
         start = time.perf_counter()
-        scores, _ = explain_encoded(graphdef, params, rows, ["integrated_gradients"],
-                                    task="classification", ig_steps=args.n_steps,
-                                    batch_size=batch_size, length_multiple=length_multiple)
+        scores, _, _ = explain_encoded(graphdef, params, rows, ["integrated_gradients"],
+                                       task="classification", ig_steps=args.n_steps,
+                                       batch_size=batch_size, length_multiple=length_multiple)
         return time.perf_counter() - start, scores["integrated_gradients"]
 
     tuning, first_calls = {}, {}

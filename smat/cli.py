@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.metadata
 import json
 import os
 import re
@@ -48,6 +49,7 @@ from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import AgreementConfig, FaithfulnessConfig, PlausibilityConfig
 from smat.jobs.runs import DataConfig, run_student, run_teacher
 from smat.jobs.sanity import SanityConfig
+from smat.models.inference import progress_bars
 from smat.registry import STUDENT_SETTINGS
 from smat.training.loop import seed_folders
 from smat.training.student import StudentTrainConfig
@@ -164,8 +166,9 @@ def _build_config(cls: type, args: argparse.Namespace, *, base: Any = None,
 
 
 def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
-    """--devices, the multi-host flags of smat.parallel.initialize_distributed and the
-    compilation-cache flags."""
+    """--no-progress, --devices, the multi-host flags of
+    smat.parallel.initialize_distributed and the compilation-cache flags."""
+    _add_progress_flag(parser)
     group = parser.add_argument_group("devices (smat.parallel)")
     group.add_argument("--devices", type=int, default=None,
                        help="devices to shard each batch over (default: all)")
@@ -321,7 +324,8 @@ def _explain(args: argparse.Namespace) -> int:
     explanations = explain_texts(trained, texts, config)
     label_names = trained.info.get("label_names") or ()
     print(json.dumps(write_explanations(explanations, args.output_dir, texts=texts,
-                                        label_names=label_names), indent=2))
+                                        label_names=label_names,
+                                        word_pieces=args.word_pieces), indent=2))
     return 0
 
 
@@ -656,7 +660,6 @@ def _add_roar_command(subparsers: Any) -> argparse.ArgumentParser:
     _add_dataclass_flags(parser, TeacherTrainConfig, relative=True)
     parser.add_argument("--output-dir", default="runs/roar",
                         help="where the results are written (default: runs/roar)")
-    _add_progress_flag(parser)
     parser.set_defaults(run=_roar_command)
     return parser
 
@@ -691,6 +694,8 @@ def _roar_command(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `smat` command (one sub-command per job)."""
     parser = argparse.ArgumentParser(prog="smat", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version",
+                        version=f"smat {importlib.metadata.version('smat')}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     teacher = commands.add_parser("train-teacher", help="fine-tune a teacher on gold labels")
@@ -704,7 +709,6 @@ def build_parser() -> argparse.ArgumentParser:
     teacher.add_argument("--output-dir", default="runs/teacher",
                          help="where the results are written (default: runs/teacher)")
     _add_seeds_flag(teacher)
-    _add_progress_flag(teacher)
     _add_overwrite_flag(teacher)
     _add_runtime_flags(teacher)
     teacher.set_defaults(run=_train_teacher)
@@ -720,7 +724,6 @@ def build_parser() -> argparse.ArgumentParser:
                          help="(default: TEACHER/students/n{N}/{explainer}/seed{S}; with "
                               "--output-dir, several seeds go to OUTPUT_DIR/seed{S})")
     _add_seeds_flag(student)
-    _add_progress_flag(student)
     _add_overwrite_flag(student)
     _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(student)
@@ -736,7 +739,6 @@ def build_parser() -> argparse.ArgumentParser:
                       choices=STUDENT_SETTINGS,
                       help="student settings (default: none attention_all smat)")
     grid.add_argument("--output-dir", default=None, help="(default: TEACHER/simulability)")
-    _add_progress_flag(grid)
     _add_overwrite_flag(grid)
     _add_dataclass_flags(grid, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(grid)
@@ -747,6 +749,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dataclass_flags(explain, ExplainConfig, skip=("num_examples",))
     explain.add_argument("--output-dir", default="runs/explain",
                          help="where the results are written (default: runs/explain)")
+    explain.add_argument("--word-pieces", action="store_true",
+                         help="show the tokenizer's word pieces on the HTML page (default: "
+                              "whole words, their pieces' scores summed)")
     explain.add_argument("texts", help="text file, one example per line (blank lines are "
                                         "skipped, with a warning)")
     _add_runtime_flags(explain)
@@ -764,7 +769,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--explainers", nargs="+", default=list(DEMO_EXPLAINERS),
                       choices=STUDENT_SETTINGS, help="student settings, 'none' first (default: "
                                              f"{' '.join(DEMO_EXPLAINERS)})")
-    _add_progress_flag(demo)
     _add_runtime_flags(demo)
     demo.set_defaults(run=_demo)
 
@@ -800,9 +804,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The mesh first: multi-host start must precede anything that touches a backend,
         # and the cache is keyed by the backend's machine.
         flag = getattr(args, "compile_cache", None)
-        with _device_mesh(args), persistent_compile_cache(
-                compile_cache_dir(flag), asked=flag is not None
-                or os.environ.get(COMPILE_CACHE_ENV) is not None):
+        asked = flag is not None or os.environ.get(COMPILE_CACHE_ENV) is not None
+        with _device_mesh(args), progress_bars(not getattr(args, "no_progress", False)), \
+                persistent_compile_cache(compile_cache_dir(flag), asked=asked):
             return args.run(args)
     except (ValueError, FileNotFoundError, TypeError) as error:
         print(f"smat {args.command}: error: {error}", file=sys.stderr)

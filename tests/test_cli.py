@@ -272,3 +272,34 @@ def test_ctrl_c_ends_with_one_line_and_the_same_command_resumes(tiny_teacher_arg
     rerun.send_signal(signal.SIGINT)
     rerun.communicate(timeout=120)
     assert f"teacher: resuming from {last} at step " in said, said
+
+
+def test_version_and_no_progress_on_every_command(capsys):
+    import importlib.metadata
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"smat {importlib.metadata.version('smat')}"
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [name for name, sub in commands.choices.items()
+               if not sub._subparsers and "--no-progress" not in sub._option_string_actions]
+    # study build / read / score are nested one level deeper
+    study = commands.choices["study"]
+    nested = next(a for a in study._actions if isinstance(a, argparse._SubParsersAction))
+    missing += [f"study {name}" for name, sub in nested.choices.items()
+                if "--no-progress" not in sub._option_string_actions and name != "score"]
+    assert missing == []
+
+
+def test_explain_shows_a_progress_bar_over_its_rows(tiny_teacher, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a great film\nboring and slow\nfine\n")
+    assert main(["explain", "--model", str(tiny_teacher / "model"), "--explainers", "gradient",
+                 "--output-dir", str(tmp_path / "out"), str(texts)]) == 0
+    bar = capsys.readouterr().err.replace("\r", "\n")
+    assert "explain: 100%" in bar and "3/3" in bar
+    assert main(["explain", "--model", str(tiny_teacher / "model"), "--explainers", "gradient",
+                 "--no-progress", "--output-dir", str(tmp_path / "quiet"), str(texts)]) == 0
+    assert "explain:" not in capsys.readouterr().err

@@ -14,8 +14,8 @@ def test_scores_do_not_depend_on_the_batch_size():
     names = ["random", "gradient", "attention_all"]
     by_size = [explain_encoded(graphdef, params, data, names, task="classification",
                                batch_size=size) for size in (4, 7, 32)]
-    (scores, predictions), others = by_size[0], by_size[1:]
-    for other_scores, other_predictions in others:
+    (scores, predictions, _), others = by_size[0], by_size[1:]
+    for other_scores, other_predictions, _ in others:
         np.testing.assert_array_equal(other_predictions, predictions)
         np.testing.assert_array_equal(other_scores["random"], scores["random"])
         for name in ("gradient", "attention_all"):
@@ -39,8 +39,9 @@ def test_length_sorted_cut_batches_equal_one_uncut_call(monkeypatch):
         return uncut(*args, **kwargs)
 
     monkeypatch.setattr(registry, "static_scores", recording)
-    scores, predictions = explain_encoded(graphdef, params, data, names, task="classification",
-                                          ig_steps=8, batch_size=8, length_multiple=8)
+    scores, predictions, _ = explain_encoded(graphdef, params, data, names,
+                                             task="classification", ig_steps=8, batch_size=8,
+                                             length_multiple=8)
     inputs = (data.input_ids, data.attention_mask, data.token_type_ids)
     for name in names:
         reference = np.asarray(uncut(graphdef, params, *inputs, name=name, ig_steps=8))

@@ -1,18 +1,48 @@
 import numpy as np
 import pytest
 
-from smat.store.render import plot_head_weights, render_html
+from smat.store.render import merge_word_pieces, plot_head_weights, render_html
 
 
 def test_render_html_shades_tokens_and_hides_special(tmp_path):
     tokens = [["[CLS]", "good", "<b>", "[SEP]"]]
     show = np.array([[False, True, True, False]])
-    page = render_html(tmp_path / "p.html", tokens, {"a": np.array([[9.0, 2.0, 0.0, 9.0]])},
+    page = render_html(tmp_path / "p.html", tokens, {"a": np.array([[9.0, 2.0, 0.5, 9.0]])},
                        show=show, titles=["t & u"]).read_text()
     assert "[CLS]" not in page and "&lt;b&gt;" in page and "t &amp; u" in page
-    # the most salient shown token is fully coloured; the other gets softmax share / max
-    assert "rgba(220, 50, 32, 1.000)'>good" in page
-    assert f"rgba(220, 50, 32, {np.exp(-2.0):.3f})'>&lt;b&gt;" in page
+    # unsigned scores: red, the row's largest fully coloured, the rest in proportion
+    assert "title='2' style='background: rgba(220, 50, 32, 1.000)'>good" in page
+    assert "title='0.5' style='background: rgba(220, 50, 32, 0.250)'>&lt;b&gt;" in page
+    assert "explainers with signed scores: none" in page
+
+
+def test_signed_scores_diverge_around_zero_and_small_ranges_still_show(tmp_path):
+    """Integrated-gradient-like scores between -0.008 and 0.033 (the old page painted them
+    all nearly full red, as a softmax of tiny scores is nearly uniform)."""
+    tokens = [["[CLS]", "not", "bad", "film", "[SEP]"]]
+    show = np.array([[False, True, True, True, False]])
+    scores = np.array([[0.0, -0.008, 0.033, 0.0, 0.0]])
+    page = render_html(tmp_path / "p.html", tokens, {"ig": scores}, show=show).read_text()
+    assert "rgba(40, 90, 200, 0.242)'>not" in page  # blue, |-0.008| / 0.033
+    assert "rgba(220, 50, 32, 1.000)'>bad" in page
+    assert "rgba(220, 50, 32, 0.000)'>film" in page  # zero is white
+    assert "explainers with signed scores: ig" in page
+
+
+def test_word_pieces_merge_into_words_with_summed_scores(tmp_path):
+    tokens = [["[CLS]", "spec", "##ter", "was", "great", "[SEP]"]]
+    show = np.array([[False, True, True, True, True, False]])
+    scores = np.array([[0.0, 0.25, 0.5, 0.1, 1.0, 0.0]])
+    page = render_html(tmp_path / "w.html", tokens, {"a": scores}, show=show).read_text()
+    assert "title='0.75' style='background: rgba(220, 50, 32, 0.750)'>specter" in page
+    assert "##ter" not in page
+    pieces = render_html(tmp_path / "p.html", tokens, {"a": scores}, show=show,
+                         word_pieces=True).read_text()
+    assert ">spec</span>" in pieces and ">##ter</span>" in pieces
+    # sentencepiece / byte-level BPE mark word starts instead of continuations
+    words, sums = merge_word_pieces(["\u2581un", "believ", "able", "\u2581film"],
+                                    np.array([1.0, 2.0, 3.0, 4.0]), np.ones(4, bool))
+    assert words == ["unbelievable", "film"] and sums.tolist() == [6.0, 4.0]
 
 
 def test_render_html_errors(tmp_path):
@@ -26,5 +56,13 @@ def test_render_html_errors(tmp_path):
 def test_plot_head_weights(tmp_path):
     path = plot_head_weights(np.eye(3)[:2], tmp_path / "h.png")
     assert path.read_bytes()[:4] == b"\x89PNG"
+    # coefficients near uniform (1/72 +- 0.005) still span the whole colour scale
+    from matplotlib import image
+
+    weights = np.full((6, 12), 1 / 72)
+    weights[0, 0], weights[5, 11] = 1 / 72 + 0.005, 1 / 72 - 0.005
+    pixels = image.imread(plot_head_weights(weights, tmp_path / "near.png"))
+    reds = pixels[..., 0] - pixels[..., 2]
+    assert reds.max() > 0.5 and reds.min() < -0.5  # both ends of the diverging map
     with pytest.raises(ValueError, match="layers, heads"):
         plot_head_weights(np.ones(3), tmp_path / "x.png")

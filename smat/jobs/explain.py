@@ -69,13 +69,15 @@ class Explanations(NamedTuple):
     scores: dict[str, np.ndarray]  # explainer name -> (N, T)
     show: np.ndarray  # (N, T) bool: real, non-special tokens
     predictions: np.ndarray  # (N,) predicted class ids (or values for regression)
+    probabilities: np.ndarray  # (N,) the predicted class's probability (NaN: regression)
 
 
 def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | Path], *,
                     task: str, ig_steps: int = 50, batch_size: int = 16,
                     length_multiple: int = 16, mesh: jax.sharding.Mesh | None = None
-                    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Scores (N, T) of each explainer and the model's predictions on tokenized data.
+                    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Scores (N, T) of each explainer, the model's predictions and the predicted class's
+    probability (NaN for regression) on tokenized data.
 
     Examples run through :func:`smat.models.inference.map_batches`: length-sorted batches,
     each cut to its longest row rounded up to `length_multiple`, so explainers never run on
@@ -120,10 +122,16 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
         return outputs
 
     names = [str(e) for e in explainers]
-    outputs = map_batches(explain_batch, data, batch_size=batch_size,
+    outputs = map_batches(explain_batch, data, batch_size=batch_size, desc="explain",
                           length_multiple=length_multiple, per_token=names, mesh=mesh)
     scores = {name: outputs[name].astype(np.float32) for name in names}
-    return scores, predictions_from_logits(outputs["logits"], task)
+    logits = np.asarray(outputs["logits"], np.float64)
+    if task == "classification":
+        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        probabilities = (shifted / shifted.sum(axis=-1, keepdims=True)).max(axis=-1)
+    else:
+        probabilities = np.full(len(logits), np.nan)
+    return scores, predictions_from_logits(outputs["logits"], task), probabilities
 
 
 def explain_texts(trained: model_store.TrainedModel, texts: Sequence[str],
@@ -151,13 +159,14 @@ def explain_data(trained: model_store.TrainedModel, data: Encoded,
     """
     graphdef, params = functional.split(trained.model)
     check_model_and_rows(params, len(data.labels), explain)
-    scores, predictions = explain_encoded(graphdef, params, data, explain.explainers,
+    scores, predictions, probabilities = explain_encoded(graphdef, params, data,
+                                                         explain.explainers,
                                           task=trained.info["task"], ig_steps=explain.ig_steps,
                                           batch_size=explain.batch_size,
                                           length_multiple=explain.length_multiple)
     tokens = [trained.tokenizer.convert_ids_to_tokens(row.tolist()) for row in data.input_ids]
     show = (data.attention_mask != 0) & ~data.special_tokens_mask
-    return Explanations(tokens, scores, show, predictions)
+    return Explanations(tokens, scores, show, predictions, probabilities)
 
 
 def check_model_and_rows(params, num_rows: int, explain: ExplainConfig) -> None:
@@ -175,8 +184,11 @@ def check_model_and_rows(params, num_rows: int, explain: ExplainConfig) -> None:
 
 
 def write_explanations(explanations: Explanations, output_dir: str | Path, *,
-                       texts: Sequence[str], label_names: Sequence[str] = ()) -> dict[str, Any]:
-    """Write ``explanations.json`` and the side-by-side ``explanations.html``."""
+                       texts: Sequence[str], label_names: Sequence[str] = (),
+                       word_pieces: bool = False) -> dict[str, Any]:
+    """Write ``explanations.json`` and the side-by-side ``explanations.html`` (whole words,
+    or the tokenizer's pieces with `word_pieces`); each record and caption carries the
+    prediction and, for classification, its probability."""
     output_dir = Path(output_dir)
 
     def label(prediction) -> str:
@@ -185,6 +197,8 @@ def write_explanations(explanations: Explanations, output_dir: str | Path, *,
         return f"{float(prediction):.3f}"
 
     records = [{"text": text, "prediction": label(explanations.predictions[i]),
+                **({} if np.isnan(explanations.probabilities[i]) else
+                   {"probability": round(float(explanations.probabilities[i]), 4)}),
                 "tokens": [t for t, s in zip(explanations.tokens[i], explanations.show[i],
                                              strict=True) if s],
                 "scores": {name: [round(float(v), 6) for v in values[i][explanations.show[i]]]
@@ -192,7 +206,9 @@ def write_explanations(explanations: Explanations, output_dir: str | Path, *,
                for i, text in enumerate(texts)]
     write_json_atomic(output_dir / "explanations.json", records)
     render_html(output_dir / "explanations.html", explanations.tokens, explanations.scores,
-                show=explanations.show,
-                titles=[f"{r['text']}  (prediction: {r['prediction']})" for r in records])
+                show=explanations.show, word_pieces=word_pieces,
+                titles=[f"{r['text']}  (prediction: {r['prediction']}"
+                        + (f", probability {r['probability']:.2f})" if "probability" in r
+                           else ")") for r in records])
     return {"json": str(output_dir / "explanations.json"),
             "html": str(output_dir / "explanations.html")}

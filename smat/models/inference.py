@@ -4,22 +4,40 @@ Every model call over a data set goes through :func:`map_batches`: rows in lengt
 batches of a fixed size (the last one padded with copies of its first row, so one compiled
 shape serves each length), each batch cut to its longest row rounded up to a multiple (only
 padding columns go, so outputs over real tokens are unchanged), and sharded over the device
-mesh when there is one (:mod:`smat.parallel`); outputs come back in row order.
+mesh when there is one (:mod:`smat.parallel`); outputs come back in row order. Inside
+``with progress_bars():`` (the command line enters it unless ``--no-progress``) each pass
+shows a tqdm bar over its rows, with an ETA.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import jax
 import numpy as np
 from flax import nnx
+from tqdm.auto import tqdm
 
 from smat.data import Encoded, length_sorted_batches, padded_length, take
 from smat.models import functional
 from smat.parallel import resolve_mesh, shard_batch
+
+_SHOW_PROGRESS = contextvars.ContextVar("smat_show_progress", default=False)
+
+
+@contextlib.contextmanager
+def progress_bars(enabled: bool = True) -> Iterator[None]:
+    """Show (or not) a progress bar over the rows of every :func:`map_batches` pass inside
+    the block; outside any such block no bar is shown (library calls stay quiet)."""
+    token = _SHOW_PROGRESS.set(enabled)
+    try:
+        yield
+    finally:
+        _SHOW_PROGRESS.reset(token)
 
 
 def trim_to_length(batch: Encoded, multiple: int) -> Encoded:
@@ -51,6 +69,7 @@ def map_batches(
     length_multiple: int | None = 16,
     per_token: Collection[str] = (),
     mesh: jax.sharding.Mesh | None = None,
+    desc: str = "rows",
 ) -> dict[str, np.ndarray]:
     """Run `fn` over every row of `data` in batches; its outputs come back in row order.
 
@@ -71,6 +90,7 @@ def map_batches(
       per_token: the outputs whose last axis is the (cut) sequence; they come back padded
         with zeros to the full length of `data`.
       mesh: data parallelism over devices.
+      desc: the progress bar's label (inside :func:`progress_bars`).
 
     Returns:
       Every output of `fn` for all N rows, ``(N, ...)`` numpy arrays in `data`'s order.
@@ -78,6 +98,8 @@ def map_batches(
     mesh = resolve_mesh(mesh)
     length = data.input_ids.shape[1]
     outputs: dict[str, np.ndarray] = {}
+    bar = tqdm(total=len(data.labels), desc=desc, unit="row", leave=False,
+               disable=not _SHOW_PROGRESS.get())
     for rows, count in length_sorted_batches(data.attention_mask, batch_size=batch_size):
         full = take(data, rows)
         cut = full if length_multiple is None else trim_to_length(full, length_multiple)
@@ -91,6 +113,8 @@ def map_batches(
                 outputs[name][rows[:count], ..., :value.shape[-1]] = value
             else:
                 outputs[name][rows[:count]] = value
+        bar.update(count)
+    bar.close()
     return outputs
 
 

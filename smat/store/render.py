@@ -1,9 +1,13 @@
 """Views for people: HTML pages colouring tokens by saliency, and head-weight heatmaps.
 
-As in Figure 3 of the SMaT paper: each row is one explainer's view of the same example,
-each token shaded by its share of the explanation mass (scores passed through the masked
-softmax of `smat.explainers.to_distribution`, then divided by the row maximum so the most
-salient token is fully coloured). Special tokens ([CLS], [SEP], padding) are left out.
+As in Figure 3 of the SMaT paper, each row of the page is one explainer's view of the same
+example. Word pieces are merged into words (their scores summed, as the word-level metrics
+do; ``word_pieces=True`` shows the pieces). An explainer whose scores take both signs is
+coloured on a diverging scale around zero (red above, blue below), one with non-negative
+scores on a sequential red scale; either way the shade is the score divided by the row's
+largest absolute score, so the strongest word of each row is fully coloured and zero is
+white. Hovering over a word shows its raw score. Special tokens ([CLS], [SEP], padding) are
+left out.
 """
 
 from __future__ import annotations
@@ -18,17 +22,50 @@ _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; max-width: 70em; }
 .example { margin-bottom: 1.6em; border-bottom: 1px solid #ddd; padding-bottom: 1em; }
 .meta { color: #555; font-size: 0.9em; margin-bottom: 0.4em; }
+.legend { color: #333; font-size: 0.9em; margin-bottom: 1.5em; }
 table { border-collapse: collapse; }
 td.name { font-weight: 600; padding-right: 1em; vertical-align: top; white-space: nowrap; }
 span.tok { padding: 1px 2px; margin: 1px; border-radius: 3px; display: inline-block; }
 """
+_POSITIVE, _NEGATIVE = (220, 50, 32), (40, 90, 200)
 
 
-def _softmax_rows(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    masked = np.where(mask, scores, -np.inf)
-    shifted = np.exp(masked - masked.max(axis=-1, keepdims=True))
-    shifted = np.where(mask, shifted, 0.0)
-    return shifted / shifted.sum(axis=-1, keepdims=True)
+def _swatch(rgb: tuple[int, int, int], alpha: float, text: str) -> str:
+    return (f"<span class='tok' style='background: rgba({rgb[0]}, {rgb[1]}, {rgb[2]}, "
+            f"{alpha:.2f})'>{html.escape(text)}</span>")
+
+
+def merge_word_pieces(tokens: Sequence[str], scores: np.ndarray,
+                      show: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The shown tokens joined into words, each word's score the sum of its pieces'.
+
+    A piece continues the word before it when it starts with ``##`` (WordPiece) or, in a
+    vocabulary that marks word starts (``▁`` SentencePiece, ``Ġ`` byte-level BPE), when it
+    does not carry that mark.
+
+    Args:
+      tokens: the T token strings of one example.
+      scores: (T,) scores.
+      show: (T,) bool, the tokens to keep.
+
+    Returns:
+      ``(words, word_scores)``.
+    """
+    kept = [(tokens[t], float(scores[t])) for t in range(len(tokens)) if show[t]]
+    marks_starts = any(token.startswith(("\u2581", "\u0120")) for token, _ in kept)
+    words: list[str] = []
+    sums: list[float] = []
+    for token, score in kept:
+        if token.startswith("##") and words:
+            words[-1] += token[2:]
+            sums[-1] += score
+        elif marks_starts and not token.startswith(("\u2581", "\u0120")) and words:
+            words[-1] += token
+            sums[-1] += score
+        else:
+            words.append(token.lstrip("\u2581\u0120"))
+            sums.append(score)
+    return words, np.asarray(sums)
 
 
 def render_html(
@@ -39,16 +76,18 @@ def render_html(
     show: np.ndarray,
     titles: Sequence[str] | None = None,
     heading: str = "smat explanations",
+    word_pieces: bool = False,
 ) -> Path:
-    """Write one HTML page comparing explainers token by token.
+    """Write one HTML page comparing explainers word by word.
 
     Args:
       path: the .html file to write.
       tokens: for each of B examples, its T token strings (padding included).
       explanations: explainer name -> (B, T) saliency scores.
-      show: (B, T) bool, the tokens to display and normalise over (not special / padding).
+      show: (B, T) bool, the tokens to display (not special / padding).
       titles: one caption per example (e.g. text, label and prediction), optional.
       heading: page title.
+      word_pieces: show the tokenizer's pieces instead of merging them into words.
 
     Returns:
       The written path.
@@ -65,22 +104,37 @@ def render_html(
                              f"{show.shape} (examples, tokens)")
     if len(tokens) != show.shape[0]:
         raise ValueError(f"{len(tokens)} token lists for {show.shape[0]} examples")
-    shares = {name: _softmax_rows(np.asarray(s, np.float64), show)
-              for name, s in explanations.items()}
+    signed = {name: bool((np.asarray(scores)[show] < 0).any())
+              for name, scores in explanations.items()}
+    legend = ("Each row is one explainer; a word's shade is its score divided by the row's "
+              "largest absolute score (hover for the raw score). " + _swatch(_POSITIVE, 0.8,
+              "red") + " positive, " + _swatch(_NEGATIVE, 0.8, "blue") + " negative "
+              "(explainers with signed scores: "
+              + (", ".join(html.escape(n) for n, s in signed.items() if s) or "none")
+              + "); white is zero. " + ("Word pieces are shown as the tokenizer cut them."
+                                        if word_pieces else
+                                        "Word pieces are merged into words, scores summed."))
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(heading)}"
-             f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(heading)}</h1>"]
+             f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(heading)}</h1>"
+             f"<div class='legend'>{legend}</div>"]
     for b, example_tokens in enumerate(tokens):
         parts.append("<div class='example'>")
         if titles is not None:
             parts.append(f"<div class='meta'>{html.escape(titles[b])}</div>")
         parts.append("<table>")
-        for name, share in shares.items():
-            row = share[b] / max(share[b].max(), 1e-12)
+        for name, scores in explanations.items():
+            row = np.asarray(scores[b], np.float64)
+            if word_pieces:
+                words = [example_tokens[t] for t in range(len(example_tokens)) if show[b, t]]
+                values = row[show[b]]
+            else:
+                words, values = merge_word_pieces(example_tokens, row, show[b])
+            scale = max(float(np.abs(values).max(initial=0.0)), 1e-12)
             cells = "".join(
-                f"<span class='tok' title='{share[b, t]:.3f}' "
-                f"style='background: rgba(220, 50, 32, {row[t]:.3f})'>"
-                f"{html.escape(example_tokens[t])}</span>"
-                for t in range(len(example_tokens)) if show[b, t])
+                f"<span class='tok' title='{value:.4g}' style='background: rgba("
+                f"{', '.join(map(str, _POSITIVE if value >= 0 else _NEGATIVE))}, "
+                f"{abs(value) / scale:.3f})'>{html.escape(word)}</span>"
+                for word, value in zip(words, values, strict=True))
             parts.append(f"<tr><td class='name'>{html.escape(name)}</td><td>{cells}</td></tr>")
         parts.append("</table></div>")
     parts.append("</body></html>")
@@ -94,6 +148,10 @@ def plot_head_weights(weights: np.ndarray, path: str | Path, *,
                       title: str = "learned head coefficients") -> Path:
     """Heatmap of (layers, heads) explainer head weights lambda (paper Figure 5).
 
+    The colours are centred on the uniform weight 1/(L*H) (white; the static all-layers
+    explainer), red above and blue below, and span the data's own range, so coefficients
+    that moved little from uniform are still told apart; the colour bar marks uniform.
+
     Args:
       weights: (L, H) normalized head coefficients (e.g. ``LoadedExplainer.head_weights()``).
       path: the image file to write (PNG).
@@ -102,20 +160,28 @@ def plot_head_weights(weights: np.ndarray, path: str | Path, *,
     Raises:
       ValueError: `weights` is not 2-D.
     """
+    from matplotlib.colors import TwoSlopeNorm
     from matplotlib.figure import Figure
 
-    weights = np.asarray(weights)
+    weights = np.asarray(weights, np.float64)
     if weights.ndim != 2:
         raise ValueError(f"head weights must be (layers, heads), got shape {weights.shape}")
-    figure = Figure(figsize=(1.0 + 0.45 * weights.shape[1], 1.0 + 0.45 * weights.shape[0]))
+    uniform = 1.0 / weights.size
+    spread = max(float(np.abs(weights - uniform).max()), 1e-6 * uniform)
+    norm = TwoSlopeNorm(vcenter=uniform, vmin=min(float(weights.min()), uniform - 1e-9),
+                        vmax=max(float(weights.max()), uniform + 1e-9))
+    figure = Figure(figsize=(1.6 + 0.45 * weights.shape[1], 1.2 + 0.45 * weights.shape[0]))
     axes = figure.subplots()
-    image = axes.imshow(weights, cmap="Reds", vmin=0.0, aspect="auto")
+    image = axes.imshow(weights, cmap="RdBu_r", norm=norm, aspect="auto")
     axes.set_xlabel("head")
     axes.set_ylabel("layer")
     axes.set_xticks(range(weights.shape[1]))
     axes.set_yticks(range(weights.shape[0]))
-    axes.set_title(title)
-    figure.colorbar(image, ax=axes)
+    axes.set_title(f"{title}\n(max |lambda - 1/{weights.size}| = {spread:.3g})",
+                   fontsize="medium")
+    bar = figure.colorbar(image, ax=axes)
+    bar.ax.axhline(uniform, color="black", linewidth=1.5)
+    bar.set_label(f"lambda (black line: uniform 1/{weights.size})")
     figure.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
