@@ -45,9 +45,16 @@ browser:
 	   apt-get install -y -q chromium chromium-driver >/dev/null 2>&1) || \
 	  echo "could not install chromium: the annotation-page browser test will skip"
 
+# Every test's wall and JAX compile seconds go to build/test-profile/ (tests/conftest.py);
+# build/test-profile.md summarises where the time went (scripts/test_profile.py).
+PROFILE := build/test-profile
+
 test: lint browser
-	$(BIN)/python -m pytest -m "not slow and not multidevice" -q -n 2 --durations=25
-	XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q
+	rm -rf $(PROFILE)
+	SMAT_TEST_PROFILE=$(PROFILE) $(BIN)/python -m pytest -m "not slow and not multidevice" -q -n 2 --durations=25
+	SMAT_TEST_PROFILE=$(PROFILE) XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q
+	$(BIN)/python scripts/test_profile.py $(PROFILE) > $(PROFILE).md
+	@head -1 $(PROFILE).md
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/encoder_forward.py

@@ -38,6 +38,41 @@ def jax_options() -> dict[str, object]:
     return {name: getattr(jax.config, name) for name in GLOBAL_JAX_OPTIONS}
 
 
+# With SMAT_TEST_PROFILE=DIR every test's wall, compile and trace seconds are written to
+# DIR/<worker>.jsonl (`make test-profile`, summarised by scripts/test_profile.py): JAX
+# reports each program's tracing, lowering and XLA compile times through jax.monitoring.
+_PROFILE_DIR = os.environ.get("SMAT_TEST_PROFILE")
+_COMPILE_EVENTS = {"/jax/core/compile/backend_compile_duration": "compile",
+                   "/jax/core/compile/jaxpr_trace_duration": "trace",
+                   "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower"}
+_current_test: dict[str, float] = {}
+if _PROFILE_DIR:
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: _current_test.__setitem__(
+            _COMPILE_EVENTS[event], _current_test.get(_COMPILE_EVENTS[event], 0.0) + seconds)
+        if event in _COMPILE_EVENTS else None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Time one test (setup, call and teardown) and the JAX compile work inside it."""
+    if not _PROFILE_DIR:
+        return (yield)
+    import time
+
+    _current_test.clear()
+    start = time.perf_counter()
+    try:
+        return (yield)
+    finally:
+        record = {"test": item.nodeid, "seconds": round(time.perf_counter() - start, 3),
+                  **{name: round(value, 3) for name, value in _current_test.items()}}
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        os.makedirs(_PROFILE_DIR, exist_ok=True)
+        with open(os.path.join(_PROFILE_DIR, f"{worker}.jsonl"), "a") as stream:
+            stream.write(json.dumps(record) + "\n")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _release_compiled_programs():
     """Free every compiled program after each test module.

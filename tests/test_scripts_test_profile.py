@@ -1,0 +1,28 @@
+"""Tests for scripts/test_profile.py: the summary of a profiled test run."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location(
+    "test_profile", Path(__file__).resolve().parents[1] / "scripts" / "test_profile.py")
+test_profile = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(test_profile)
+
+
+def test_report_splits_each_module_into_compile_and_the_rest(tmp_path):
+    rows = [{"test": "tests/test_a.py::one", "seconds": 10.0, "trace": 1.0, "lower": 1.0,
+             "compile": 6.0},
+            {"test": "tests/test_a.py::two", "seconds": 2.0},
+            {"test": "tests/test_b.py::three", "seconds": 4.0, "compile": 1.0}]
+    (tmp_path / "gw0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    (tmp_path / "gw1.jsonl").write_text(json.dumps(rows[2]) + "\n")
+    text = test_profile.report(test_profile.load(tmp_path))
+    assert text.startswith("3 tests, 0.3 min of test time summed over workers, 0.1 min of it "
+                           "(56%) tracing")  # 9 of 16 s
+    assert "| tests/test_a.py | 2 | 12 | 8 | 67 |" in text
+    assert text.index("tests/test_a.py::one") < text.index("tests/test_b.py::three")
+    with pytest.raises(SystemExit, match="holds no test records"):
+        test_profile.load(tmp_path / "empty")
