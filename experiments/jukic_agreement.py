@@ -7,7 +7,8 @@ The paper's findings this file checks (``../shared/papers/jukic2022_saliency_agr
   .20, D-SHAP / G-SHAP .19, D-SHAP / IG .23, G-SHAP / IG .54).
 - **Table 2**: agreement averaged over the pairs of the four methods, base (B) vs conicity
   (C) vs tying (T); DistilBERT on SST: tau .15 / .15 / .33†, r .28 / .27 / .60† (tying
-  raises agreement, † = above both others, one-sided Wilcoxon + Holm).
+  raises agreement, † = above both others over trained models, one-sided t-test paired by
+  seed + Holm; the paper's Wilcoxon test paired on rows is reported beside it).
 - **Table 3**: regularized models keep their F1 (SST: B .83, C .83, T .82).
 - **Table 4**: Pearson agreement per cartography group, B vs T; SST: easy .24 / .57†,
   ambiguous .36 / .63†, hard .30 / .55† (ambiguous highest, easy lowest; tying raises all).
@@ -221,8 +222,7 @@ def tables(summary: dict[str, Any], config: dict[str, Any]) -> str:
         "SST): B 83, C 83, T 82.",
         "", f"Pairwise agreement of the base models ({summary['pairwise_base']['num_examples']}"
         " test rows; Table 1 layout):", "", markdown_table("agreement", summary["pairwise_base"]),
-        "", "Mean over the pairs of the paper's four methods (Table 2 layout; † above both "
-        "other variants, one-sided Wilcoxon over rows + Holm):", "",
+        "", "Mean over the pairs of the paper's four methods (Table 2 layout):", "",
         comparison_tables(summary["comparison"]),
         "", "Paper (DistilBERT, SST): kendall " + " / ".join(
             f"{k} {v:.2f}" for k, v in paper2["kendall"].items()) + "; pearson " + " / ".join(

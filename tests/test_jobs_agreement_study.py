@@ -24,20 +24,48 @@ def trained(tiny_teacher):
 
 
 def test_compare_variants_by_hand():
+    """Rows of one model per variant: the paper's row-level test finds tying above both,
+    but one model per variant is no evidence about a training setting."""
     rows = np.arange(10) / 10
     defined = np.ones(10, bool)
     summary = compare_variants({"base": (rows, defined), "tying": (rows + 0.1, defined),
                                 "conicity": (rows + 0.05 * (-1) ** np.arange(10), defined)})
     # tying above both on all 10 rows: exact one-sided p = 1/1024 each, Holm-adjusted < .05
-    assert summary["tying"]["marked"] and summary["tying"]["above"] == ["base", "conicity"]
+    assert summary["tying"]["above_by_rows"] == ["base", "conicity"]
+    row_tests = {(t["variant"], t["over"]): t for t in summary["row_tests"]}
+    assert len(row_tests) == 6 and row_tests[("tying", "base")]["p_value"] == pytest.approx(
+        1 / 1024)
     assert summary["tying"]["mean"] == pytest.approx(0.55)
-    assert not summary["base"]["marked"] and not summary["conicity"]["marked"]
-    tests = {(t["variant"], t["over"]): t for t in summary["tests"]}
-    assert len(tests) == 6 and tests[("tying", "base")]["p_value"] == pytest.approx(1 / 1024)
+    assert not any(summary[v]["marked"] for v in ("base", "tying", "conicity"))
+    assert summary["tying"]["num_models"] == 1
+    assert {t["test"] for t in summary["tests"]} == {"fewer than 2 models: no test"}
     undefined = compare_variants({"a": (rows, ~defined), "b": (rows, ~defined)})
-    assert np.isnan(undefined["a"]["mean"]) and undefined["tests"][0]["p_value"] == 1.0
+    assert np.isnan(undefined["a"]["mean"]) and undefined["row_tests"][0]["p_value"] == 1.0
     with pytest.raises(ValueError, match="same rows"):
         compare_variants({"a": (rows, defined), "b": (rows[:3], defined[:3])})
+
+
+def test_significance_is_over_trained_models_not_pooled_rows():
+    """Five seeds per variant. "steady" is above base by 0.02 in every model: marked over
+    models. "lucky" has one model far above and four below base: its pooled rows are above
+    base on every row (the row test says significant), the models say no."""
+    rng = np.random.default_rng(0)
+    base = 0.4 + 0.05 * rng.standard_normal((5, 1)) + 0.01 * rng.standard_normal((5, 40))
+    steady = base + 0.02
+    lucky = base - 0.01
+    lucky[0] += 0.5
+    defined = np.ones((5, 40), bool)
+    summary = compare_variants({"base": (base, defined), "steady": (steady, defined),
+                                "lucky": (lucky, defined)})
+    assert "base" in summary["steady"]["above"]
+    assert compare_variants({"base": (base, defined), "steady": (steady, defined)})[
+        "steady"]["marked"]
+    assert "base" not in summary["lucky"]["above"]
+    assert "base" in summary["lucky"]["above_by_rows"]  # what pooled rows would have claimed
+    tests = {(t["variant"], t["over"]): t for t in summary["tests"]}
+    assert tests[("steady", "base")]["test"] == "t-test paired by seed"
+    assert tests[("steady", "base")]["num_models"] == [5, 5]
+    assert len(summary["base"]["model_means"]) == 5
 
 
 def test_row_agreement_averages_to_the_agreement_report(trained):

@@ -98,3 +98,31 @@ def test_regularized_teacher_step_logs_both_and_compiles_once():
 def test_regularizer_weights_are_checked():
     with pytest.raises(ValueError, match="tying_weight must be >= 0, got -1"):
         teacher.TeacherTrainConfig(tying_weight=-1.0)
+
+
+def test_tying_target_picks_the_embedded_tokens_it_names():
+    """The logged tying equals tying(last hidden, e) with e the embedding block's output by
+    default and the raw word embeddings when asked (the two differ on any BERT)."""
+    model = tiny_classifier(seed=0)
+    graphdef, params = functional.split(model)
+    data = synthetic_encoded(4, seq_len=8, seed=0)
+    config = teacher.TeacherTrainConfig(learning_rate=1e-3, warmup_steps=0)
+    optimizer = teacher.teacher_optimizer(config, 10)
+    batch = (data.input_ids, data.attention_mask, data.token_type_ids, data.labels)
+    key = jax.random.key(0)
+    out = functional.apply(graphdef, params, data.input_ids, attention_mask=data.attention_mask,
+                           token_type_ids=data.token_type_ids, attention="none",
+                           dropout_rng=jax.random.fold_in(key, 0))  # the step's dropout
+    logged = {}
+    for target, embedded in (("embedding_output", out.encoder.embedding_output),
+                             ("word_embeddings", out.encoder.inputs_embeds)):
+        state = teacher.TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params))
+        metrics = teacher.teacher_update(graphdef, state, *batch, key, optimizer=optimizer,
+                                         task="classification", tying_target=target)[1]
+        expected = jnp.mean(regularizers.tying(out.encoder.last_hidden_state, embedded,
+                                               data.attention_mask))
+        logged[target] = float(metrics["tying"])
+        assert logged[target] == pytest.approx(float(expected), rel=1e-5)
+    assert logged["embedding_output"] != pytest.approx(logged["word_embeddings"], rel=1e-2)
+    with pytest.raises(ValueError, match="tying_target must be one of"):
+        teacher.TeacherTrainConfig(tying_target="hidden")

@@ -61,6 +61,7 @@ from smat.evaluation.statistics import format_median_iqr as format_median_iqr
 from smat.evaluation.statistics import holm_bonferroni as holm_bonferroni
 from smat.evaluation.statistics import iqr_above_baseline as iqr_above_baseline
 from smat.evaluation.statistics import median_iqr as median_iqr
+from smat.evaluation.statistics import t_test_greater as t_test_greater
 from smat.evaluation.statistics import wilcoxon_greater as wilcoxon_greater
 from smat.evaluation.synthetic import SyntheticTask as SyntheticTask
 from smat.evaluation.synthetic import add_label_words as add_label_words
@@ -100,6 +101,7 @@ __all__ = [
     "maskable_tokens",
     "mean_rank",
     "median_iqr",
+    "t_test_greater",
     "num_to_mask",
     "num_tokens_per_bin",
     "pearson_r",

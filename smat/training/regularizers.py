@@ -15,7 +15,12 @@ over its real tokens only:
   \mathrm{tying}(H, E) = \frac1T \sum_i \lVert h_i - e_i \rVert_2^2
   \qquad \text{(Eq. 3; Tutek and Šnajder, 2020)}
 
-with :math:`e_i` the input word embedding of token i. Conicity near 1 means the hidden
+with :math:`e_i = \mathrm{embed}(x_i)` the embedded token i. The paper takes the
+regularizer from recurrent models, whose input is the word embedding; for a transformer
+smat ties to the encoder's input, the embedding block's output (word + position + type
+embeddings and LayerNorm), by default (``TeacherTrainConfig.tying_target``; the raw word
+embeddings are the other choice). The authors' code was not available to check which one
+their DistilBERT runs used. Conicity near 1 means the hidden
 states lie in a narrow cone; tying keeps each state close to its own token. The teacher
 loss adds ``conicity_weight * conicity + tying_weight * tying`` (batch means), and the
 training loop logs both at every evaluation whatever the weights (conicity is a useful

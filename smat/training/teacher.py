@@ -42,6 +42,8 @@ from smat.training.losses import label_loss
 from smat.training.optimizers import standard_promotion
 from smat.training.task_metrics import primary_metric, task_metrics
 
+TYING_TARGETS = ("embedding_output", "word_embeddings")
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TeacherTrainConfig:
@@ -57,7 +59,11 @@ class TeacherTrainConfig:
       conicity_weight: weight of the conicity penalty on the last layer's hidden states
         (Jukić et al. Eq. 2; 0 = unregularized, conicity is still logged).
       tying_weight: weight of the tying penalty between the last layer's hidden states and
-        the input word embeddings (Jukić et al. Eq. 3; 0 = unregularized, still logged).
+        the embedded tokens (Jukić et al. Eq. 3; 0 = unregularized, still logged).
+      tying_target: what "the embedded tokens" e_t = embed(x_t) are: "embedding_output",
+        the embedding block's output (word + position + type embeddings, LayerNorm), the
+        encoder's input as the word embeddings are a recurrent model's (Tutek and Šnajder
+        tie a BiLSTM's states to its inputs), or "word_embeddings", the raw lookups.
       training_dynamics: at every epoch's end, record each training instance's gold-class
         probability and correctness (data cartography; classification only).
       loop: how the training loop batches, evaluates, stops and runs seeds (LoopConfig).
@@ -71,6 +77,8 @@ class TeacherTrainConfig:
                                       metadata={"choices": ("constant", "linear_decay")})
     conicity_weight: float = 0.0
     tying_weight: float = 0.0
+    tying_target: str = dataclasses.field(default="embedding_output", metadata={
+        "choices": TYING_TARGETS})
     training_dynamics: bool = False
     loop: LoopConfig = LoopConfig(max_epochs=3, patience=5)
 
@@ -82,6 +90,9 @@ class TeacherTrainConfig:
         if self.schedule not in ("constant", "linear_decay"):
             raise ValueError(f"TeacherTrainConfig.schedule must be 'constant' or "
                              f"'linear_decay', got {self.schedule!r}")
+        if self.tying_target not in TYING_TARGETS:
+            raise ValueError(f"TeacherTrainConfig.tying_target must be one of {TYING_TARGETS}, "
+                             f"got {self.tying_target!r}")
         for name in ("warmup_steps", "weight_decay", "conicity_weight", "tying_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TeacherTrainConfig.{name} must be >= 0, got "
@@ -152,6 +163,7 @@ def teacher_update(
     task: str,
     conicity_weight: float = 0.0,
     tying_weight: float = 0.0,
+    tying_target: str = "embedding_output",
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """One supervised update on gold labels, with dropout keyed by fold_in(key, step).
 
@@ -170,7 +182,9 @@ def teacher_update(
             token_type_ids=token_type_ids, attention="none",
             dropout_rng=jax.random.fold_in(key, state.step),
         )
-        hidden, embeddings = out.encoder.last_hidden_state, out.encoder.inputs_embeds
+        hidden = out.encoder.last_hidden_state
+        embeddings = (out.encoder.embedding_output if tying_target == "embedding_output"
+                      else out.encoder.inputs_embeds)
         task_loss = label_loss(out.logits, labels, task=task)
         parts = {"task_loss": task_loss,
                  "conicity": jnp.mean(regularizers.conicity(hidden, attention_mask))}
@@ -193,17 +207,19 @@ def teacher_update(
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
-_STATIC = ("graphdef", "optimizer", "task", "conicity_weight", "tying_weight")
+_STATIC = ("graphdef", "optimizer", "task", "conicity_weight", "tying_weight", "tying_target")
 
 teacher_step = jax.jit(teacher_update, static_argnames=_STATIC, donate_argnames=("state",))
 
 
 def _teacher_seed_update(graphdef, states, input_ids, attention_mask, token_type_ids, labels,
-                         keys, *, optimizer, task, conicity_weight=0.0, tying_weight=0.0):
+                         keys, *, optimizer, task, conicity_weight=0.0, tying_weight=0.0,
+                         tying_target="embedding_output"):
     """:func:`teacher_update` over a leading seed axis of every argument but the static
     ones: states (S, ...), batches (S, B, ...) and keys (S,)."""
     update = functools.partial(teacher_update, graphdef, optimizer=optimizer, task=task,
-                               conicity_weight=conicity_weight, tying_weight=tying_weight)
+                               conicity_weight=conicity_weight, tying_weight=tying_weight,
+                               tying_target=tying_target)
     return over_seeds(update)(states, input_ids, attention_mask, token_type_ids, labels, keys)
 
 
@@ -311,7 +327,8 @@ def train_teacher(
         def step(states, batch, keys=keys):
             return teacher_seed_step(graphdef, states, *batch, keys, optimizer=optimizer,
                                      task=task, conicity_weight=config.conicity_weight,
-                                     tying_weight=config.tying_weight)
+                                     tying_weight=config.tying_weight,
+                                     tying_target=config.tying_target)
 
         def stack(rows, step):
             batch = _stack_seed_batches(rows, config.loop.length_multiple)
