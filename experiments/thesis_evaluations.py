@@ -113,13 +113,13 @@ from smat.evaluation import add_label_words, ground_truth_overlap, mean_rank
 from smat.evaluation.attacks import ATTACKABLE
 from smat.evaluation.statistics import bootstrap_ci
 from smat.jobs.attacks import AttackConfig, attack_report, attack_table
-from smat.jobs.explain import ExplainConfig
+from smat.jobs.explain import ExplainConfig, explain_encoded
 from smat.jobs.reports import faithfulness_of_scores
 from smat.jobs.roar import PRESETS
 from smat.jobs.runs import DataConfig, run_teacher
 from smat.jobs.sanity import SanityConfig, plot_sanity, sanity_report, sanity_table
 from smat.models import functional, minilm_path
-from smat.models.inference import map_batches, predict_logits
+from smat.models.inference import predict_logits
 from smat.store import model_store
 from smat.store.run_log import cached_arrays, settings_hash, write_json_atomic
 from smat.training.loop import LoopConfig
@@ -357,18 +357,13 @@ def _stage(folder: Path, name: str, settings: dict[str, Any],
 
 def explain_rows(trained: model_store.TrainedModel, data: Encoded, name: str, *,
                  ig_steps: int, batch_size: int) -> np.ndarray:
-    """(N, T) scores of one registry explainer for the predicted class, in length-sorted
-    batches each cut to its longest row (the batch-independent explainers too: their
-    per-row seeds are the rows' indices in `data`)."""
+    """(N, T) scores of one registry explainer for the predicted class
+    (:func:`smat.jobs.explain.explain_encoded`: length-sorted batches each cut to its
+    longest row, batch-independent explainers on the uncut rows with their indices)."""
     graphdef, params = functional.split(trained.model)
-
-    def batch_scores(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
-        return {"scores": registry.static_scores(
-            graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids,
-            name=name, ig_steps=ig_steps, row_ids=rows)}
-
-    return map_batches(batch_scores, data, batch_size=batch_size,
-                       per_token=["scores"])["scores"].astype(np.float32)
+    scores, _, _ = explain_encoded(graphdef, params, data, [name], task=trained.info["task"],
+                                   ig_steps=ig_steps, batch_size=batch_size)
+    return scores[name]
 
 
 def _mean_ci(values: np.ndarray) -> dict[str, float]:

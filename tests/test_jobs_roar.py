@@ -152,6 +152,24 @@ def test_explain_targets_the_gold_label():
         assert scores.shape == data.input_ids.shape and np.all(np.isfinite(scores))
 
 
+def test_roar_explains_batch_independent_explainers_as_smat_explain_does():
+    """SmoothGrad draws its noise per row from the row's index on the uncut rows: ROAR's
+    importance is smat explain's (same target and rule) and does not depend on the batch
+    size (before, ROAR ran it on cut batches, so its draws followed the batching)."""
+    from smat.jobs.explain import explain_encoded
+
+    model = tiny_classifier(seed=3)
+    graphdef, params = roar_job.functional.split(model)
+    data = synthetic_encoded(9, seed=5)
+    by_size = [roar_job.explain(graphdef, params, data, explainer="smoothgrad",
+                                task="classification", batch_size=size) for size in (4, 16)]
+    np.testing.assert_allclose(by_size[0], by_size[1], rtol=1e-5, atol=1e-7)
+    reference, _, _ = explain_encoded(graphdef, params, data, ["smoothgrad"],
+                                      task="classification", batch_size=8, length_multiple=16,
+                                      target="gold", ig_method="riemann_right")
+    np.testing.assert_allclose(by_size[0], reference["smoothgrad"], rtol=1e-5, atol=1e-7)
+
+
 def test_small_preset_keeps_minilm_first_two_layers():
     small, tokenizer = roar_job.load_preset_model("small", task="classification",
                                                   num_labels=2, seed=0)

@@ -72,12 +72,17 @@ class Explanations(NamedTuple):
     probabilities: np.ndarray  # (N,) the predicted class's probability (NaN: regression)
 
 
+TARGETS = ("predicted", "gold")
+
+
 def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | Path], *,
                     task: str, ig_steps: int = 50, batch_size: int = 16,
-                    length_multiple: int = 16, mesh: jax.sharding.Mesh | None = None
+                    length_multiple: int = 16, mesh: jax.sharding.Mesh | None = None,
+                    target: str = "predicted", ig_method: str = "gausslegendre",
                     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Scores (N, T) of each explainer, the model's predictions and the predicted class's
-    probability (NaN for regression) on tokenized data.
+    probability (NaN for regression) on tokenized data: the one way smat explains a data
+    set (``smat explain``, the evaluation reports, ROAR, the experiments).
 
     Examples run through :func:`smat.models.inference.map_batches`: length-sorted batches,
     each cut to its longest row rounded up to `length_multiple`, so explainers never run on
@@ -97,28 +102,40 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
       batch_size: rows per jitted call.
       length_multiple: batches are cut to a multiple of this many columns.
       mesh: data parallelism over devices; None uses the ambient mesh, if any.
+      target: the output the gradient explainers attribute: "predicted" (the model's
+        class) or "gold" (``data.labels``, as ROAR does); regression explains its output.
+      ig_method: the quadrature rule of integrated gradients.
 
     Raises:
-      ValueError: an unknown explainer name, or a batch that does not divide over the mesh;
+      ValueError: an unknown explainer name or target, or a batch that does not divide over
+        the mesh;
       FileNotFoundError: a missing explainer folder.
     """
     registry.check_explainers(explainers)
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
     learned = {str(e): load_explainer(e) for e in explainers if not registry.is_static(e)}
 
     def explain_batch(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
         args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)
         outputs = {"logits": batch_logits(*args)}
+        gold = None
+        if target == "gold":
+            gold = (np.asarray(batch.labels, np.int32) if task == "classification"
+                    else np.zeros(len(rows), np.int32))
         for explainer in explainers:
             name = str(explainer)
             if name in learned:
                 outputs[name] = registry.learned_scores(*args, learned[name].params,
                                                         explainer_config=learned[name].config)
-            elif registry.spec(name).batch_independent:
-                outputs[name] = registry.static_scores(
-                    graphdef, params, full.input_ids, full.attention_mask, full.token_type_ids,
-                    name=name, ig_steps=ig_steps, row_ids=rows)
-            else:
-                outputs[name] = registry.static_scores(*args, name=name, ig_steps=ig_steps)
+                continue
+            # batch-independent explainers see the uncut rows and their data-set indices,
+            # so their scores do not depend on how the rows are batched
+            source = full if registry.spec(name).batch_independent else batch
+            outputs[name] = registry.static_scores(
+                graphdef, params, source.input_ids, source.attention_mask,
+                source.token_type_ids, gold, name=name, ig_steps=ig_steps,
+                ig_method=ig_method, row_ids=rows)
         return outputs
 
     names = [str(e) for e in explainers]

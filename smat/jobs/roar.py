@@ -49,9 +49,9 @@ from smat.evaluation.roar import (
     roar_mask,
     summarize_faithfulness,
 )
+from smat.jobs.explain import explain_encoded
 from smat.jobs.runs import DataConfig, load_examples
 from smat.models import SequenceClassifier, from_pretrained, functional, minilm_path
-from smat.models.inference import map_batches
 from smat.store import checkpoint
 from smat.store.run_log import (
     cached_arrays,
@@ -209,9 +209,10 @@ def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explain
 
     Madsen et al. (2022) explain the gold label; for regression the single output is
     explained. Gradient = L2 norm of the gradient, Input x Gradient = the one-hot entry = the
-    sum over the embedding, IG with b = 0 and right Riemann sums (their Eq. 2). Batches
-    (:func:`smat.models.inference.map_batches`) are cut to their longest row (rounded up to
-    16) like training.
+    sum over the embedding, IG with b = 0 and right Riemann sums (their Eq. 2). Computed by
+    :func:`smat.jobs.explain.explain_encoded`, the one way smat explains a data set: batches
+    cut to their longest row (rounded up to 16) like training, batch-independent explainers
+    on the uncut rows.
 
     Args:
       graphdef / params: the model (``smat.models.functional.split``).
@@ -229,17 +230,11 @@ def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explain
     """
     if explainer not in EXPLAINERS:
         raise ValueError(f"unknown explainer {explainer!r}; choose from {EXPLAINERS}")
-
-    def gold_label_scores(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
-        target = (batch.labels.astype(np.int32) if task == "classification"
-                  else np.zeros(len(rows), np.int32))
-        return {"scores": registry.static_scores(
-            graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids,
-            target, name=registry.canonical(explainer), ig_steps=ig_steps,
-            ig_method="riemann_right")}
-
-    return map_batches(gold_label_scores, data, batch_size=batch_size, length_multiple=16,
-                       per_token=["scores"])["scores"].astype(np.float32)
+    name = registry.canonical(explainer)
+    scores, _, _ = explain_encoded(graphdef, params, data, [name], task=task,
+                                   ig_steps=ig_steps, batch_size=batch_size, length_multiple=16,
+                                   target="gold", ig_method="riemann_right")
+    return scores[name]
 
 
 # ------------------------------------------------------------------ cells and cache
