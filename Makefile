@@ -9,7 +9,7 @@ CONSTRAINTS := constraints.txt
 JAX ?= 0.10.1
 LOCK_VENV := .venv-lock
 
-.PHONY: demo test lint bench lock check-constraints clean browser
+.PHONY: demo test lint bench lock check-constraints clean browser docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ test: lint browser
 	SMAT_TEST_PROFILE=$(PROFILE) XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q
 	$(BIN)/python scripts/test_profile.py $(PROFILE) > $(PROFILE).md
 	@head -1 $(PROFILE).md
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The documentation site (docs/, mkdocs.yml) at http://127.0.0.1:8000.
+docs: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/encoder_forward.py

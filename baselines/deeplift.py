@@ -244,7 +244,7 @@ def deeplift_shap(
 
     Raises:
       ValueError / TypeError: fewer than 2 references, references of the wrong shape, bad
-      inputs, target or reduction.
+        inputs, target or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
     _check_inputs(x, mask)

@@ -395,7 +395,7 @@ def integrated_gradients(
 
     Raises:
       ValueError / TypeError: bad shapes, baseline, target, method, n_steps,
-      chunk_size or reduction.
+        chunk_size or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
     _check_inputs(x, mask)

@@ -172,7 +172,7 @@ def occlusion(
 
     Raises:
       ValueError / TypeError: bad window, stride, shapes, baseline, target, chunk_size
-      or reduction.
+        or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
     _check_inputs(x, mask)

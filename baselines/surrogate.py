@@ -157,7 +157,7 @@ def lime(
 
     Raises:
       ValueError / TypeError: bad n_samples, key / samples, kernel_width, baseline, shapes,
-      target, chunk_size or reduction.
+        target, chunk_size or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
     _check_inputs(x, mask)
@@ -242,7 +242,7 @@ def kernel_shap(
 
     Raises:
       ValueError / TypeError: bad n_samples, key / samples, weights, baseline, shapes,
-      target, chunk_size or reduction.
+        target, chunk_size or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
     _check_inputs(x, mask)

@@ -323,10 +323,11 @@ def batched_comprehensiveness_sufficiency(
     real lengths most of the padding work is saved. Each batch is one jitted call
     (``batch_size`` rows, at most ``ceil(T / length_multiple)`` compiled shapes).
 
+    The arguments ``predict_proba``, ``input_ids``, ``scores``, ``attention_mask``,
+    ``special_tokens_mask``, ``replacement_id``, ``token_type_ids``, ``target``, ``bins``
+    and ``mask_attention`` are as for :func:`comprehensiveness_sufficiency`, over all N rows.
+
     Args:
-        predict_proba, input_ids, scores, attention_mask, special_tokens_mask,
-        replacement_id, token_type_ids, target, bins, mask_attention: as for
-            :func:`comprehensiveness_sufficiency`, over all N rows.
         batch_size: rows per jitted call (fewer when N is smaller).
         length_multiple: batches are cut to a multiple of this many columns.
 

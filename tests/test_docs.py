@@ -1,0 +1,63 @@
+"""The documentation runs: every Python block of the README quick start, the tutorial and
+the Flax how-to executes on a fresh install, every `smat` command they show parses, and
+the command-line reference page is the parser's current help."""
+
+import importlib.util
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from smat.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+EXECUTED = ("README.md", "docs/tutorial.md", "docs/howto/flax.md")
+
+
+def _blocks(path: Path, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", path.read_text(), re.S)
+
+
+@pytest.mark.parametrize("page", EXECUTED)
+def test_python_blocks_run(page, tmp_path, monkeypatch, capsys):
+    """The blocks of one page run in order in one namespace, in an empty folder."""
+    blocks = _blocks(ROOT / page, "python")
+    assert blocks, f"{page} has no Python block"
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "__docs__"}
+    for block in blocks:
+        exec(compile(block, f"{page} block", "exec"), namespace)  # noqa: S102
+    capsys.readouterr()
+
+
+def _commands(page: str) -> list[list[str]]:
+    commands = []
+    for block in _blocks(ROOT / page, "bash"):
+        joined = block.replace("\\\n", " ")
+        for line in joined.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("smat ") and "..." not in line:  # "..." elides flags
+                commands.append(shlex.split(line)[1:])
+    return commands
+
+
+@pytest.mark.parametrize("page", ("README.md", "docs/tutorial.md", "docs/command_line.md"))
+def test_every_command_shown_parses(page):
+    commands = _commands(page)
+    assert commands, f"{page} shows no smat command"
+    parser = build_parser()
+    for argv in commands:
+        if argv == ["--help"]:
+            continue
+        parser.parse_args(argv)  # SystemExit (a failure) on a stale flag
+
+
+def test_cli_reference_page_is_current():
+    spec = importlib.util.spec_from_file_location("cli_reference",
+                                                  ROOT / "scripts" / "cli_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (ROOT / "docs" / "cli_reference.md").read_text() == module.reference(), (
+        "docs/cli_reference.md is stale: python scripts/cli_reference.py > "
+        "docs/cli_reference.md")
