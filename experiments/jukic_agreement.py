@@ -46,7 +46,7 @@ Variants (``get_config``):
 Writes ``table.md`` and ``results.json`` (resumable: finished teachers are reused).
 Measured runtime of the cpu variant: 64 min for the call that trained the final seeds and
 explained, plus 46 min of grid teachers it reused from an earlier call, with other jobs
-sharing the 2 cores (README, "Reproducing Jukić et al.").
+sharing the 2 cores (docs/reproduce/jukic.md).
 """
 
 from __future__ import annotations

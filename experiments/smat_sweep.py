@@ -14,8 +14,7 @@ SMaT students, with the diagnostics of :func:`smat_table1.smat_diagnostics`.
 
 The changes (:func:`changes`): the outer (Adam) learning rate x10 and x100, beta 1 instead of 5,
 twice the epochs (twice the meta steps), and the meta update every 2nd step. Writes
-``table.md`` and ``results.json``; resumable. Measured runtime: README, "Reproducing the
-paper".
+``table.md`` and ``results.json``; resumable. Measured runtime: docs/reproduce/smat.md.
 """
 
 from __future__ import annotations

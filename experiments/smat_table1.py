@@ -49,8 +49,8 @@ needs only the SMaT students of the middle size). Writes ``config.json``, ``tabl
 (measured and paper tables), ``results.json`` (every student record), ``simulability.png``
 and ``head_weights.png`` (Figure 5) into the output folder.
 
-Measured runtime (2 CPU cores, nothing else running unless stated): see README, "Reproducing
-the paper".
+Measured runtime (2 CPU cores, nothing else running unless stated): see
+docs/reproduce/smat.md.
 """
 
 from __future__ import annotations

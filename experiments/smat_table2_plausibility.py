@@ -16,7 +16,7 @@ encoder's limit; rationale words beyond it are counted and not scored).
 
 Writes ``table.md``, ``results.json`` (the plausibility report and the per-head / per-layer
 AUCs) and ``head_auc.png`` (the per-head oracle as a layer x head heatmap). Measured
-runtime: README, "Reproducing the paper".
+runtime: docs/reproduce/smat.md.
 """
 
 from __future__ import annotations

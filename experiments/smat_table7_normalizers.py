@@ -21,8 +21,8 @@ student settings) at its smallest size, 64 examples, 3 seeds; ``paper`` the Tabl
 at this size (same settings, same students); without it they are trained here.
 
 Writes ``config.json``, ``table.md``, ``results.json`` and ``normalizers.png`` (median and
-IQR per normalizer and setting). Resumable like Table 1. Measured runtime: README,
-"Reproducing the paper".
+IQR per normalizer and setting). Resumable like Table 1. Measured runtime:
+docs/reproduce/smat.md.
 """
 
 from __future__ import annotations

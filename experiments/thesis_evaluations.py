@@ -89,7 +89,7 @@ per finding with its criterion) and ``results.json`` into the output folder (def
 ``docs/results/thesis_cpu.json`` and the cascading plots to
 ``docs/results/thesis_cpu_cascading_<model>.png``.
 
-Measured runtime of the cpu variant: see README, "Reproducing the Oxford thesis".
+Measured runtime of the cpu variant: see docs/reproduce/thesis.md.
 """
 
 from __future__ import annotations

@@ -123,12 +123,12 @@ def loads_cleanly(folder: Path) -> bool:
 def persistent_compile_cache(folder: Path | None, *, asked: bool = False) -> Iterator[None]:
     """Persist compiled programs under ``folder / machine_key()`` for one command.
 
-    A rerun of the same job then loads its programs instead of compiling them (README,
-    "Compilation cache"). On a CPU where XLA does not load its cached programs cleanly
-    (:func:`loads_cleanly`) the command compiles without a cache, with a warning if the
-    user `asked` for one. JAX's cache is process-wide, so on exit the previous directory is
-    put back and JAX's cache object is reset: calling the command line from Python (as the
-    tests do) leaves no global state behind.
+    A rerun of the same job then loads its programs instead of compiling them
+    (docs/install.md, "Compilation cache"). On a CPU where XLA does not load its cached
+    programs cleanly (:func:`loads_cleanly`) the command compiles without a cache, with a
+    warning if the user `asked` for one. JAX's cache is process-wide, so on exit the
+    previous directory is put back and JAX's cache object is reset: calling the command
+    line from Python (as the tests do) leaves no global state behind.
     """
     from jax.experimental.compilation_cache import compilation_cache
 

@@ -9,7 +9,7 @@ SMaT at one data size over two seeds, then writes under the output folder:
     head_weights.png      the learned SMaT head coefficients (paper Figure 5)
     explanations.html     test examples coloured by each explainer (paper Figure 3)
 
-The presets below are the paper's settings scaled to 2 CPU cores (see README, "Demo"):
+The presets below are the paper's settings scaled to 2 CPU cores (see docs/demo.md):
 teacher and students are both all-MiniLM-L6-v2, max_len 64.
 """
 

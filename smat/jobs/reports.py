@@ -12,7 +12,8 @@ then run the batched metrics of this package and summarise them per explainer (D
 * plausibility: word-level ROC-AUC, average precision, token F1 and IOU F1 at top-k
   (:mod:`.plausibility`) against human rationales such as ERASER's.
 
-Every report is a JSON-able dict; :func:`markdown_table` renders one as the README tables.
+Every report is a JSON-able dict; :func:`markdown_table` renders one as the tables of
+docs/results.md.
 """
 
 from __future__ import annotations
