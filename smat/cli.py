@@ -34,7 +34,9 @@ import importlib.metadata
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import types
 import typing
 import warnings
@@ -51,7 +53,7 @@ from smat.jobs.runs import DataConfig, run_student, run_teacher
 from smat.jobs.sanity import SanityConfig
 from smat.models.inference import progress_bars
 from smat.registry import STUDENT_SETTINGS
-from smat.training.loop import seed_folders
+from smat.training.loop import STOP, seed_folders
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
 
@@ -791,6 +793,13 @@ def build_parser() -> argparse.ArgumentParser:
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
 
 
+def _interrupt(signum, frame) -> None:
+    """Ctrl-C: raise KeyboardInterrupt now, and tell the training loop to raise it at its
+    next step in case Python drops this one (smat.training.loop.STOP)."""
+    STOP.set()
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `smat` console script."""
     args = build_parser().parse_args(argv)
@@ -800,6 +809,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"smat {args.command}: error: --output-dir {output_dir} is a file, not a "
               "folder; choose a folder", file=sys.stderr)
         return 2
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.signal(signal.SIGINT, _interrupt) if in_main_thread else None
     try:
         # The mesh first: multi-host start must precede anything that touches a backend,
         # and the cache is keyed by the backend's machine.
@@ -816,6 +827,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nsmat {args.command}: interrupted; finished work is kept, and the same command "
               "resumes from the last checkpoint", file=sys.stderr)
         return INTERRUPTED
+    finally:
+        STOP.clear()
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous_handler)
 
 
 def console_main() -> None:

