@@ -51,7 +51,7 @@ class TeacherTrainConfig:
 
     Attributes:
       learning_rate: AdamW peak learning rate.
-      warmup_steps: linear warmup steps, then linear decay to 0 at the last step.
+      warmup_steps: linear warmup steps from 0 to the learning rate (then `schedule`).
       weight_decay: decoupled weight decay of AdamW.
       clip_norm: global gradient-norm clip.
       schedule: the learning rate after the linear warmup: "constant" (the SMaT authors')
