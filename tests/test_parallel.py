@@ -360,8 +360,9 @@ def test_explain_encoded_sharded_equals_one_device():
     names = ["gradient", "integrated_gradients", "attention_all"]
     results = [explain_encoded(graphdef, params, data, names, task="classification",
                                ig_steps=8, batch_size=8, mesh=data_mesh(n)) for n in (1, 8)]
-    (one, one_pred), (eight, eight_pred) = results
+    (one, one_pred, one_prob), (eight, eight_pred, eight_prob) = results
     np.testing.assert_array_equal(eight_pred, one_pred)
+    np.testing.assert_allclose(eight_prob, one_prob, rtol=1e-5)
     for name in names:
         assert eight[name].shape == (20, data.input_ids.shape[1])
         np.testing.assert_allclose(eight[name], one[name], rtol=1e-4, atol=1e-6)
