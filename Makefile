@@ -46,11 +46,14 @@ browser:
 	  echo "could not install chromium: the annotation-page browser test will skip"
 
 # Every test's wall and JAX compile seconds go to build/test-profile/ (tests/conftest.py);
-# build/test-profile.md summarises where the time went (scripts/test_profile.py).
+# build/test-profile.md summarises where the time went (scripts/test_profile.py), with the
+# suite's wall time and this machine's float32 matmul rate, measured just before.
 PROFILE := build/test-profile
 
 test: lint browser
-	rm -rf $(PROFILE)
+	rm -rf $(PROFILE) && mkdir -p $(PROFILE)
+	$(BIN)/python benchmarks/ig_vs_captum.py --worker matmul > $(PROFILE)/matmul.json
+	date +%s > $(PROFILE)/started
 	SMAT_TEST_PROFILE=$(PROFILE) $(BIN)/python -m pytest -m "not slow and not multidevice" -q -n 2 --durations=25
 	SMAT_TEST_PROFILE=$(PROFILE) XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q
 	$(BIN)/python scripts/test_profile.py $(PROFILE) > $(PROFILE).md

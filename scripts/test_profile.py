@@ -1,10 +1,13 @@
-"""Summarise a profiled test run (``make test-profile``): where the suite's time goes.
+"""Summarise a profiled test run (``make test`` writes one): where the suite's time goes.
 
 Reads the JSON lines that tests/conftest.py writes per test when SMAT_TEST_PROFILE is set
 (wall seconds of setup + call + teardown, and the seconds JAX spent tracing, lowering and
 compiling XLA programs inside them) and writes a markdown report: totals, the modules and
 the tests that take longest, each split into compile (trace + lower + XLA compile) and the
-rest (running, data, I/O).
+rest (running, data, I/O). Its first line gives the suite's wall time (from the
+``started`` file ``make test`` writes, in epoch seconds, to now) and the machine's float32
+matmul rate (``matmul.json``, from ``benchmarks/ig_vs_captum.py --worker matmul``, measured
+just before the tests), so times from different machines can be compared.
 
     python scripts/test_profile.py build/test-profile > build/test-profile.md
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,7 +26,7 @@ def load(folder: Path) -> list[dict]:
     records = [json.loads(line) for path in sorted(folder.glob("*.jsonl"))
                for line in path.read_text().splitlines() if line.strip()]
     if not records:
-        raise SystemExit(f"{folder} holds no test records: run `make test-profile` first")
+        raise SystemExit(f"{folder} holds no test records: run `make test` first")
     return records
 
 
@@ -30,8 +34,21 @@ def compile_seconds(record: dict) -> float:
     return sum(record.get(name, 0.0) for name in ("trace", "lower", "compile"))
 
 
-def report(records: list[dict], *, top: int = 30) -> str:
-    """The markdown report of :func:`load`'s records."""
+def machine_line(folder: Path, num_tests: int) -> str:
+    """The suite's wall time and the machine's matmul rate, from the files ``make test``
+    writes beside the records (empty when they are missing, e.g. a hand-made profile)."""
+    started, matmul = folder / "started", folder / "matmul.json"
+    if not (started.is_file() and matmul.is_file()):
+        return ""
+    wall = time.time() - float(started.read_text())
+    gflops = json.loads(matmul.read_text().strip().splitlines()[-1])["gflops"]
+    return (f"{num_tests} tests in {wall / 60:.1f} min of wall time on a machine whose "
+            f"float32 matmul (2048 x 2048, XLA) runs at {gflops:.0f} GFLOP/s; ")
+
+
+def report(records: list[dict], *, top: int = 30, machine: str = "") -> str:
+    """The markdown report of :func:`load`'s records, opening with `machine`
+    (:func:`machine_line`)."""
     wall = sum(r["seconds"] for r in records)
     compiled = sum(compile_seconds(r) for r in records)
     modules: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
@@ -40,7 +57,8 @@ def report(records: list[dict], *, top: int = 30) -> str:
         entry[0] += r["seconds"]
         entry[1] += compile_seconds(r)
         entry[2] += 1
-    lines = [f"{len(records)} tests, {wall / 60:.1f} min of test time summed over workers, "
+    lines = [f"{machine}{len(records)} tests, {wall / 60:.1f} min of test time summed over "
+             "workers, "
              f"{compiled / 60:.1f} min of it ({100 * compiled / max(wall, 1e-9):.0f}%) tracing, "
              "lowering and compiling XLA programs.", "",
              "| module | tests | seconds | compile s | compile % |", "|---|---|---|---|---|"]
@@ -59,7 +77,8 @@ def main() -> None:
     parser.add_argument("folder", type=Path, help="the SMAT_TEST_PROFILE folder of a run")
     parser.add_argument("--top", type=int, default=30, help="rows per table (default: 30)")
     args = parser.parse_args()
-    print(report(load(args.folder), top=args.top))
+    records = load(args.folder)
+    print(report(records, top=args.top, machine=machine_line(args.folder, len(records))))
 
 
 if __name__ == "__main__":

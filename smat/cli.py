@@ -118,7 +118,8 @@ def _add_dataclass_flags(parser: argparse.ArgumentParser, cls: type, *,
             continue
         flag = "--" + field.name.replace("_", "-")
         required = default is dataclasses.MISSING and not relative
-        shown = "the preset's" if relative else field.metadata.get("shown", default)
+        shown = ("the preset's" if relative
+                 else field.metadata.get("shown", _as_typed(default)))
         help_text = (docs[field.name] + (f": {field.metadata['names']()}"
                                          if "names" in field.metadata else "")
                      + ("" if required else f" (default: {shown})"))
@@ -143,6 +144,14 @@ def _add_dataclass_flags(parser: argparse.ArgumentParser, cls: type, *,
         else:
             options["metavar"] = field.name.upper()
         parser.add_argument(flag, required=required, **options)
+
+
+def _as_typed(value: Any) -> str:
+    """A default as a user types it on the command line: a sequence as its values separated
+    by spaces (not a Python tuple)."""
+    if isinstance(value, tuple | list):
+        return " ".join(str(item) for item in value)
+    return str(value)
 
 
 def _build_config(cls: type, args: argparse.Namespace, *, base: Any = None,
@@ -527,7 +536,9 @@ def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
     read.add_argument("--name", default="model", help="the reader's worker id")
     read.add_argument("--hidden", default="mask", choices=("mask", "drop"),
                       help="hidden words become the mask token, or are left out")
-    read.add_argument("--output", default="runs/study/answers.jsonl")
+    read.add_argument("--output", default="runs/study/answers.jsonl",
+                      help="the JSON-lines file the answers go to, one per task (default: "
+                           "runs/study/answers.jsonl)")
     read.set_defaults(run=_study_read)
     _add_runtime_flags(read)
     score = actions.add_parser("score", help="majority vote, accuracy per k, difficulty-"
@@ -554,9 +565,13 @@ def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
                        help="drop workers whose median time per task is below this")
     score.add_argument("--keep-all-dont-know", action="store_true",
                        help="keep workers who answered only \"I don't know\" (default: drop)")
-    score.add_argument("--worker-column", default="worker")
-    score.add_argument("--task-column", default="task_id")
-    score.add_argument("--answer-column", default="answer")
+    score.add_argument("--worker-column", default="worker",
+                       help="the --answers column naming the annotator (default: worker)")
+    score.add_argument("--task-column", default="task_id",
+                       help="the --answers column naming the task, as in --tasks (default: "
+                            "task_id)")
+    score.add_argument("--answer-column", default="answer",
+                       help="the --answers column holding the chosen label (default: answer)")
     score.add_argument("--lenient", action="store_true",
                        help="drop answers that do not fit the tasks with a warning "
                             "(default: an error that counts them)")

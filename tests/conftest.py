@@ -39,7 +39,7 @@ def jax_options() -> dict[str, object]:
 
 
 # With SMAT_TEST_PROFILE=DIR every test's wall, compile and trace seconds are written to
-# DIR/<worker>.jsonl (`make test-profile`, summarised by scripts/test_profile.py): JAX
+# DIR/<worker>.jsonl (`make test`, summarised by scripts/test_profile.py): JAX
 # reports each program's tracing, lowering and XLA compile times through jax.monitoring.
 _PROFILE_DIR = os.environ.get("SMAT_TEST_PROFILE")
 _COMPILE_EVENTS = {"/jax/core/compile/backend_compile_duration": "compile",

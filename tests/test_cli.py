@@ -28,13 +28,27 @@ def _leaf_fields(cls):
         yield from (_leaf_fields(inner) if inner else [field.name])
 
 
+def _commands(parser, path=()):
+    """(command words, parser) of every command, nested ones (study build ...) included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from _commands(sub, (*path, name))
+
+
 def test_every_setting_flag_comes_from_a_config_with_its_meaning_and_default():
     parser = cli.build_parser()
-    commands = parser._subparsers._group_actions[0].choices
+    commands = dict(_commands(parser))
     for name, command in commands.items():
         for action in command._actions:
             if action.option_strings and action.dest != "help":
                 assert action.help and len(action.help) > 10, (name, action.option_strings)
+        # defaults print as a user types them, e.g. "(default: 0.01 0.05)", not a tuple
+        text = command.format_help()
+        assert "(default: (" not in text and "(default: [" not in text, name
+    commands = {words[0]: sub for words, sub in commands.items() if len(words) == 1}
+    assert "(default: 0.01 0.05 0.1 0.2 0.5)" in commands["faithfulness"].format_help()
     teacher_help = commands["train-teacher"].format_help()
     for field in _leaf_fields(TeacherTrainConfig):
         assert "--" + field.replace("_", "-") in teacher_help

@@ -26,3 +26,17 @@ def test_report_splits_each_module_into_compile_and_the_rest(tmp_path):
     assert text.index("tests/test_a.py::one") < text.index("tests/test_b.py::three")
     with pytest.raises(SystemExit, match="holds no test records"):
         test_profile.load(tmp_path / "empty")
+
+
+def test_first_line_gives_the_wall_time_and_the_machines_matmul_rate(tmp_path, monkeypatch):
+    (tmp_path / "gw0.jsonl").write_text(json.dumps({"test": "tests/test_a.py::one",
+                                                    "seconds": 60.0}) + "\n")
+    assert test_profile.machine_line(tmp_path, 1) == ""  # not written by `make test`
+    (tmp_path / "started").write_text("1000\n")
+    (tmp_path / "matmul.json").write_text('{"gflops": 126.4}\n')
+    monkeypatch.setattr(test_profile.time, "time", lambda: 1000.0 + 90 * 60)
+    line = test_profile.machine_line(tmp_path, 1)
+    assert line == ("1 tests in 90.0 min of wall time on a machine whose float32 matmul "
+                    "(2048 x 2048, XLA) runs at 126 GFLOP/s; ")
+    text = test_profile.report(test_profile.load(tmp_path), machine=line)
+    assert text.startswith(line + "1 tests, 1.0 min of test time summed over workers")
