@@ -363,13 +363,33 @@ def _write(output_dir: str, kind: str, report: dict[str, Any]) -> None:
     print(table)
 
 
+def _evaluation_rows(trained: Any, texts: Sequence[str] | None,
+                     num_examples: int | None) -> Any:
+    """The rows an evaluation command scores: a user's `texts` (``--texts``, read before
+    the model was loaded) or, without them, the model's held-out test split; the first
+    `num_examples` of either."""
+    import numpy as np
+
+    from smat.data import take
+    from smat.jobs.reports import held_out_split
+    from smat.store.model_store import encode_texts
+
+    if texts is None:
+        return held_out_split(trained, num_examples=num_examples)
+    data = encode_texts(trained, texts, job="evaluate")
+    if num_examples is not None and num_examples < len(data.labels):
+        data = take(data, np.arange(num_examples))
+    return data
+
+
 def _faithfulness(args: argparse.Namespace) -> int:
-    from smat.jobs.reports import faithfulness_report, held_out_split
+    from smat.jobs.reports import faithfulness_report
     from smat.store.model_store import load
 
     config = _build_config(FaithfulnessConfig, args)
+    texts = _read_texts(args.texts) if args.texts else None
     trained = load(args.model, precision=config.explain.precision)
-    data = held_out_split(trained, num_examples=config.explain.num_examples)
+    data = _evaluation_rows(trained, texts, config.explain.num_examples)
     report = faithfulness_report(trained, data, config.explain, bins=config.bins,
                                  replacement=config.replacement)
     _write(args.output_dir, "faithfulness", report)
@@ -393,12 +413,16 @@ def _agreement(args: argparse.Namespace) -> int:
     if short:
         raise ValueError(f"--variant {short[0]} names no model folder; write --variant NAME "
                          "MODEL [MODEL ...]")
+    if args.texts and config.groups is not None:
+        raise ValueError("--texts and --groups exclude each other: groups label the rows of "
+                         "the model's own splits")
+    texts = _read_texts(args.texts) if args.texts else None
     models = {name: [load(path, precision=config.explain.precision) for path in paths]
               for name, paths in variants.items()}
     first = next(iter(models.values()))[0]
     groups = None
     if config.groups is None:
-        data = held_out_split(first, num_examples=config.explain.num_examples)
+        data = _evaluation_rows(first, texts, config.explain.num_examples)
     else:
         split, labels = load_groups(config.groups)
         data = held_out_split(first, split=split)
@@ -423,14 +447,14 @@ def _agreement(args: argparse.Namespace) -> int:
 
 
 def _sanity(args: argparse.Namespace) -> int:
-    from smat.jobs.reports import held_out_split
     from smat.jobs.sanity import sanity_report, sanity_table
     from smat.store.model_store import load
     from smat.store.run_log import write_json_atomic
 
     config = _build_config(SanityConfig, args)
+    texts = _read_texts(args.texts) if args.texts else None
     trained = load(args.model, precision=config.explain.precision)
-    data = held_out_split(trained, num_examples=config.explain.num_examples)
+    data = _evaluation_rows(trained, texts, config.explain.num_examples)
     output = Path(args.output_dir)
     report = sanity_report(trained, data, config, plot_path=output / f"sanity_{config.mode}.png")
     table = sanity_table(report)
@@ -442,13 +466,13 @@ def _sanity(args: argparse.Namespace) -> int:
 
 def _attack(args: argparse.Namespace) -> int:
     from smat.jobs.attacks import attack_report, attack_table
-    from smat.jobs.reports import held_out_split
     from smat.store.model_store import load
     from smat.store.run_log import write_json_atomic
 
     config = _build_config(AttackConfig, args)
+    texts = _read_texts(args.texts) if args.texts else None
     trained = load(args.model, precision=config.explain.precision)
-    data = held_out_split(trained, num_examples=config.explain.num_examples)
+    data = _evaluation_rows(trained, texts, config.explain.num_examples)
     report = attack_report(trained, data, config)
     table = attack_table(report)
     output = Path(args.output_dir)
@@ -603,11 +627,14 @@ def _plausibility(args: argparse.Namespace) -> int:
 
 
 def _model_command(subparsers: Any, name: str, *, help: str, config: type, run: Any,
-                   model_help: str = "a `smat train-teacher` model folder"
-                   ) -> argparse.ArgumentParser:
-    """A sub-command over one model folder: --model, the config's flags, --output-dir."""
+                   model_help: str = "a `smat train-teacher` model folder",
+                   texts: bool = False) -> argparse.ArgumentParser:
+    """A sub-command over one model folder: --model, the config's flags, --output-dir, and
+    with `texts` the --texts option of the evaluations."""
     parser = subparsers.add_parser(name, help=help)
     parser.add_argument("--model", required=True, help=model_help)
+    if texts:
+        _add_texts_flag(parser)
     _add_dataclass_flags(parser, config)
     parser.add_argument("--output-dir", default=f"runs/{name}",
                         help=f"where the results are written (default: runs/{name})")
@@ -615,15 +642,22 @@ def _model_command(subparsers: Any, name: str, *, help: str, config: type, run: 
     return parser
 
 
+def _add_texts_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--texts", default=None, metavar="FILE",
+                        help="evaluate on your own texts, one per line (as `smat explain` "
+                             "reads them), instead of the model's held-out test split")
+
+
 def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
     """The faithfulness, agreement, sanity, attack and plausibility sub-commands.
 
     All but plausibility run on the model's held-out test split (rebuilt from the data
-    settings saved with it; agreement by group on the grouping's split); each writes its
-    JSON and markdown to ``--output-dir`` and prints the table.
+    settings saved with it; agreement by group on the grouping's split) or on a user's
+    ``--texts`` file; each writes its JSON and markdown to ``--output-dir`` and prints the
+    table. None of them reads gold labels: explanations explain the predicted class.
     """
     faith = _model_command(
-        subparsers, "faithfulness", config=FaithfulnessConfig, run=_faithfulness,
+        subparsers, "faithfulness", config=FaithfulnessConfig, run=_faithfulness, texts=True,
         help="comprehensiveness / sufficiency of explainers (ERASER AOPC)")
 
     agree = subparsers.add_parser("agreement",
@@ -635,17 +669,18 @@ def _add_evaluation_commands(subparsers: Any) -> list[argparse.ArgumentParser]:
                        help="instead of --model, two or more times: a model variant and its "
                             "seeds' model folders; compares mean agreement over explainer "
                             "pairs between variants (Jukić et al. Tables 2 and 4)")
+    _add_texts_flag(agree)
     _add_dataclass_flags(agree, AgreementConfig)
     agree.add_argument("--output-dir", default="runs/agreement",
                        help="where the results are written (default: runs/agreement)")
     agree.set_defaults(run=_agreement)
 
     sanity = _model_command(
-        subparsers, "sanity", config=SanityConfig, run=_sanity,
+        subparsers, "sanity", config=SanityConfig, run=_sanity, texts=True,
         help="model-randomization sanity checks of explainers (cascading / independent "
              "block re-initialisation)")
     attack = _model_command(
-        subparsers, "attack", config=AttackConfig, run=_attack,
+        subparsers, "attack", config=AttackConfig, run=_attack, texts=True,
         help="adversarial attacks on explanations (top-k attack, unconstrained or the "
              "thesis's constrained objective)")
     plaus = _model_command(

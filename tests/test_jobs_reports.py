@@ -145,6 +145,48 @@ def test_commands_write_json_and_markdown(tiny_teacher, eraser_dir, tmp_path, ca
     assert "test.jsonl" in capsys.readouterr().err
 
 
+def test_every_evaluation_command_scores_a_users_texts_file(tiny_teacher, trained, tmp_path,
+                                                           capsys):
+    """faithfulness, agreement, sanity and attack read --texts instead of the held-out split
+    (40 rows), and faithfulness's numbers are those of the same texts scored directly."""
+    from smat.store.model_store import encode_texts
+
+    texts = ["a great and moving film", "dull , slow and awful", "truly wonderful acting"]
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(texts) + "\n")
+    model = str(tiny_teacher / "model")
+    common = ["--model", model, "--texts", str(path)]
+    assert main(["faithfulness", *common, "--explainers", "gradient", "--bins", "0.5",
+                 "--output-dir", str(tmp_path / "f")]) == 0
+    faith = json.loads((tmp_path / "f" / "faithfulness.json").read_text())
+    assert faith["num_examples"] == 3
+    direct = faithfulness_report(trained, encode_texts(trained, texts, job="test"),
+                                 ExplainConfig(explainers=("gradient",)), bins=(0.5,))
+    for measure in ("comprehensiveness", "sufficiency"):
+        assert faith["explainers"]["gradient"][measure] == pytest.approx(
+            direct["explainers"]["gradient"][measure], rel=1e-6)
+    assert main(["agreement", *common, "--num-examples", "2", "--explainers", "gradient",
+                 "attention_all", "--metrics", "pearson", "--output-dir",
+                 str(tmp_path / "a")]) == 0
+    assert json.loads((tmp_path / "a" / "agreement.json").read_text())["num_examples"] == 2
+    assert main(["sanity", *common, "--mode", "independent", "--blocks", "1",
+                 "--explainers", "gradient", "--output-dir", str(tmp_path / "s")]) == 0
+    assert json.loads((tmp_path / "s" / "sanity.json").read_text())["num_examples"] == 3
+    assert main(["attack", *common, "--explainers", "gradient", "--steps", "2",
+                 "--output-dir", str(tmp_path / "t")]) == 0
+    assert json.loads((tmp_path / "t" / "attack_unconstrained.json").read_text()
+                      )["num_examples"] == 3
+    capsys.readouterr()
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({"split": "test", "group": ["easy"] * 40}))
+    assert main(["agreement", *common, "--groups", str(groups), "--explainers", "gradient",
+                 "attention_all"]) == 2
+    assert "--texts and --groups exclude each other" in capsys.readouterr().err
+    path.write_text("\n\n")
+    assert main(["faithfulness", *common, "--explainers", "gradient"]) == 2
+    assert "holds no text" in capsys.readouterr().err
+
+
 def test_markdown_table_rejects_unknown_kind():
     with pytest.raises(ValueError, match="unknown report kind"):
         markdown_table("roar", {})
