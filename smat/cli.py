@@ -363,11 +363,26 @@ def _write(output_dir: str, kind: str, report: dict[str, Any]) -> None:
     print(table)
 
 
+def _evaluation_texts(args: argparse.Namespace, explain: ExplainConfig, *,
+                      groups: str | None = None) -> list[str] | None:
+    """The texts an evaluation command scores, read before any model is loaded: the lines
+    of ``--texts``, or the texts of a file of explanations computed elsewhere named among
+    the explainers (its explanations are of those texts); None: the held-out split."""
+    from smat.store.explanation_file import file_texts, is_explanation_file
+
+    files = [str(e) for e in explain.explainers if is_explanation_file(e)]
+    if files and (args.texts or groups):
+        raise ValueError(f"{files[0]} explains its own texts, which are the rows evaluated: "
+                         "leave out --texts and --groups")
+    if files:
+        return file_texts(files[0])
+    return _read_texts(args.texts) if args.texts else None
+
+
 def _evaluation_rows(trained: Any, texts: Sequence[str] | None,
                      num_examples: int | None) -> Any:
-    """The rows an evaluation command scores: a user's `texts` (``--texts``, read before
-    the model was loaded) or, without them, the model's held-out test split; the first
-    `num_examples` of either."""
+    """The rows an evaluation command scores: `texts` (:func:`_evaluation_texts`) or,
+    without them, the model's held-out test split; the first `num_examples` of either."""
     import numpy as np
 
     from smat.data import take
@@ -387,7 +402,7 @@ def _faithfulness(args: argparse.Namespace) -> int:
     from smat.store.model_store import load
 
     config = _build_config(FaithfulnessConfig, args)
-    texts = _read_texts(args.texts) if args.texts else None
+    texts = _evaluation_texts(args, config.explain)
     trained = load(args.model, precision=config.explain.precision)
     data = _evaluation_rows(trained, texts, config.explain.num_examples)
     report = faithfulness_report(trained, data, config.explain, bins=config.bins,
@@ -416,7 +431,7 @@ def _agreement(args: argparse.Namespace) -> int:
     if args.texts and config.groups is not None:
         raise ValueError("--texts and --groups exclude each other: groups label the rows of "
                          "the model's own splits")
-    texts = _read_texts(args.texts) if args.texts else None
+    texts = _evaluation_texts(args, config.explain, groups=config.groups)
     models = {name: [load(path, precision=config.explain.precision) for path in paths]
               for name, paths in variants.items()}
     first = next(iter(models.values()))[0]

@@ -27,6 +27,7 @@ from flax import nnx
 import baselines
 from smat.models import functional
 from smat.store.explainer_store import LoadedExplainer
+from smat.store.explanation_file import is_explanation_file
 
 NO_EXPLAINER = "none"
 LEARNED = "smat"
@@ -374,7 +375,8 @@ def names_help() -> str:
     """The registry names for a ``--help`` line."""
     return (", ".join(STATIC) + " (alias " + ", ".join(f"{a}={n}" for a, n in ALIASES.items())
             + "), an ensemble such as ensemble:integrated_gradients+lime (or ensemble_shift:"
-            "...) or the folder of a saved learned explainer")
+            "...), the folder of a saved learned explainer or, for explain, faithfulness and "
+            "agreement, a .json / .jsonl file of explanations computed elsewhere")
 
 
 def canonical(name: str) -> str:
@@ -399,22 +401,29 @@ def spec(name: str) -> ExplainerSpec:
 
 def is_static(name: str | Path) -> bool:
     """Whether `name` is a static registry name, alias or ensemble (else: a learned-explainer
-    folder)."""
+    folder or a file of explanations computed elsewhere)."""
     return canonical(str(name)) in STATIC or is_ensemble(name)
 
 
-def check_explainers(names: Sequence[str | Path]) -> None:
-    """Every name is a static explainer or an existing learned-explainer folder.
+def check_explainers(names: Sequence[str | Path], *, files: bool = False) -> None:
+    """Every name is a static explainer, an existing learned-explainer folder or, with
+    `files`, a file of explanations computed elsewhere
+    (:mod:`smat.store.explanation_file`).
 
     Raises:
-      ValueError: an unknown name that is no folder (listing the registry), an ensemble
-        member that is not a static name, or no names.
+      ValueError: an unknown name (listing the registry), an ensemble member that is not a
+        static name, an explanation file where none is read, or no names.
     """
     if not names:
         raise ValueError(f"name at least one explainer: {names_help()}")
     for name in filter(is_ensemble, names):
         spec(name)  # an unknown member raises, naming it
-    unknown = [str(n) for n in names if not is_static(n) and not Path(n).is_dir()]
+    given = [str(n) for n in names if is_explanation_file(n)]
+    if given and not files:
+        raise ValueError(f"{given} hold explanations computed elsewhere: `smat explain`, "
+                         "`faithfulness` and `agreement` read them, this job computes its own")
+    unknown = [str(n) for n in names
+               if not is_static(n) and not Path(n).is_dir() and not is_explanation_file(n)]
     if unknown:
         raise ValueError(f"unknown explainers {unknown}: not registry names and not folders; "
                          f"choose from {names_help()}")

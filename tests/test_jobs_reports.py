@@ -11,7 +11,7 @@ import pytest
 from jax.tree_util import Partial
 
 from smat.cli import main
-from smat.data import load_eraser, take
+from smat.data import Encoded, load_eraser, take
 from smat.evaluation import agreement_matrix, comprehensiveness_sufficiency, holm_bonferroni
 from smat.jobs.explain import ExplainConfig, explain_data
 from smat.jobs.reports import (
@@ -185,6 +185,90 @@ def test_every_evaluation_command_scores_a_users_texts_file(tiny_teacher, traine
     path.write_text("\n\n")
     assert main(["faithfulness", *common, "--explainers", "gradient"]) == 2
     assert "holds no text" in capsys.readouterr().err
+
+
+def test_explanations_computed_elsewhere_are_scored_like_smats_own(tiny_teacher, tmp_path,
+                                                                    capsys):
+    """`smat explain`'s explanations.json, read back as a file of outside explanations,
+    gives faithfulness and agreement equal to computing the same explainers in smat."""
+    texts = ["a great and moving film", "dull , slow and awful", "truly wonderful acting"]
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(texts) + "\n")
+    model = str(tiny_teacher / "model")
+    assert main(["explain", "--model", model, "--explainers", "gradient", "attention_all",
+                 "--output-dir", str(tmp_path / "e"), str(path)]) == 0
+    outside = tmp_path / "outside.jsonl"  # renamed, as another tool's output would be
+    records = json.loads((tmp_path / "e" / "explanations.json").read_text())
+    outside.write_text("".join(json.dumps({"text": r["text"], "scores": {
+        f"my_{name}": values for name, values in r["scores"].items()}}) + "\n"
+        for r in records))
+    runs = {"own": ["--texts", str(path), "--explainers", "gradient", "attention_all"],
+            "file": ["--explainers", str(outside)]}
+    reports = {}
+    for kind, args in runs.items():
+        for command in ("faithfulness", "agreement"):
+            assert main([command, "--model", model, *args, "--bins", "0.2", "0.5",
+                         "--output-dir", str(tmp_path / kind / command)]
+                        if command == "faithfulness" else
+                        [command, "--model", model, *args, "--metrics", "pearson",
+                         "--output-dir", str(tmp_path / kind / command)]) == 0
+            reports[kind, command] = json.loads(
+                (tmp_path / kind / command / f"{command}.json").read_text())
+    for name in ("gradient", "attention_all"):
+        own, file = (reports[k, "faithfulness"]["explainers"][n]
+                     for k, n in (("own", name), ("file", f"my_{name}")))
+        for measure in ("comprehensiveness", "sufficiency"):
+            assert file[measure]["mean"] == pytest.approx(own[measure]["mean"], abs=1e-6)
+    pearson = {k: reports[k, "agreement"]["metrics"]["pearson"]["matrix"][0][1]
+               for k in ("own", "file")}
+    assert pearson["file"] == pytest.approx(pearson["own"], abs=1e-4)
+    capsys.readouterr()
+    # smat's own explainers run beside a file's, on its texts; a repeated name is an error
+    assert main(["agreement", "--model", model, "--explainers", str(outside), "random",
+                 "--output-dir", str(tmp_path / "mixed")]) == 0
+    assert main(["faithfulness", "--model", model, "--explainers", str(outside),
+                 "--texts", str(path)]) == 2
+    assert "leave out --texts" in capsys.readouterr().err
+    assert main(["sanity", "--model", model, "--explainers", str(outside)]) == 2
+    assert "not static explainers" in capsys.readouterr().err
+    records[1]["scores"]["gradient"] = records[1]["scores"]["gradient"][1:]
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(records))
+    assert main(["faithfulness", "--model", model, "--explainers", str(broken)]) == 2
+    assert f"{broken}, record 2: 'gradient' has" in capsys.readouterr().err
+
+
+def test_explanation_file_errors_name_the_record_and_explainer(tmp_path):
+    from smat.store.explanation_file import read_explanations, read_records
+
+    data = encode_rows = np.zeros((1, 6), np.int32)
+    del encode_rows
+    shown = np.array([[False, True, True, True, False, False]])
+    tokens = [["[CLS]", "a", "good", "film", "[SEP]", "[PAD]"]]
+    encoded = Encoded(data, (data == 0).astype(np.int32), data, ~shown, np.zeros(1, np.int32))
+    path = tmp_path / "scores.jsonl"
+
+    def read(*records):
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        return read_explanations(path, encoded, tokens, shown=shown)
+
+    given = read({"text": "a good film", "tokens": ["a", "good", "film"],
+                  "scores": {"m": [0.5, -1, 2.0]}})
+    np.testing.assert_array_equal(given.scores["m"], [[0, 0.5, -1, 2, 0, 0]])
+    with pytest.raises(ValueError, match=r"line 1: 'm' has 2 scores for the 3 tokens"):
+        read({"text": "a good film", "scores": {"m": [1, 2]}})
+    with pytest.raises(ValueError, match=r"line 1: its tokens .* another tokenizer"):
+        read({"text": "a good film", "tokens": ["a", "go", "od"], "scores": {"m": [1, 2, 3]}})
+    with pytest.raises(ValueError, match="line 1: 'm' holds a score that is not a finite"):
+        path.write_text('{"text": "a good film", "scores": {"m": [1, NaN, 3]}}\n')
+        read_explanations(path, encoded, tokens, shown=shown)
+    with pytest.raises(ValueError, match=r"line 2: explainers \['n'\] differ"):
+        read({"text": "x", "scores": {"m": [1, 2, 3]}}, {"text": "y", "scores": {"n": [1]}})
+    with pytest.raises(ValueError, match="line 1: a record needs \"text\""):
+        read({"scores": {"m": [1, 2, 3]}})
+    path.write_text("[1, 2")
+    with pytest.raises(ValueError, match="is not a JSON array or JSON lines"):
+        read_records(path)
 
 
 def test_markdown_table_rejects_unknown_kind():

@@ -18,9 +18,15 @@ import numpy as np
 from smat import registry
 from smat.data import Encoded
 from smat.models import functional
-from smat.models.inference import batch_logits, map_batches, predictions_from_logits
+from smat.models.inference import (
+    batch_logits,
+    map_batches,
+    predict_logits,
+    predictions_from_logits,
+)
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer
+from smat.store.explanation_file import file_texts, is_explanation_file, read_explanations
 from smat.store.render import render_html
 from smat.store.run_log import write_json_atomic
 
@@ -50,7 +56,7 @@ class ExplainConfig:
                                        metadata={"choices": functional.PRECISIONS})
 
     def __post_init__(self) -> None:
-        registry.check_explainers(self.explainers)
+        registry.check_explainers(self.explainers, files=True)
         for name in ("ig_steps", "batch_size", "length_multiple"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ExplainConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -142,13 +148,18 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
     outputs = map_batches(explain_batch, data, batch_size=batch_size, desc="explain",
                           length_multiple=length_multiple, per_token=names, mesh=mesh)
     scores = {name: outputs[name].astype(np.float32) for name in names}
-    logits = np.asarray(outputs["logits"], np.float64)
-    if task == "classification":
-        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-        probabilities = (shifted / shifted.sum(axis=-1, keepdims=True)).max(axis=-1)
-    else:
-        probabilities = np.full(len(logits), np.nan)
-    return scores, predictions_from_logits(outputs["logits"], task), probabilities
+    return (scores, *predictions_of(outputs["logits"], task))
+
+
+def predictions_of(logits: np.ndarray, task: str) -> tuple[np.ndarray, np.ndarray]:
+    """The predictions of (N, C) logits and the predicted class's probability (NaN for
+    regression)."""
+    if task != "classification":
+        return predictions_from_logits(logits, task), np.full(len(logits), np.nan)
+    wide = np.asarray(logits, np.float64)
+    shifted = np.exp(wide - wide.max(axis=-1, keepdims=True))
+    return (predictions_from_logits(logits, task),
+            (shifted / shifted.sum(axis=-1, keepdims=True)).max(axis=-1))
 
 
 def explain_texts(trained: model_store.TrainedModel, texts: Sequence[str],
@@ -167,23 +178,53 @@ def explain_texts(trained: model_store.TrainedModel, texts: Sequence[str],
 def explain_data(trained: model_store.TrainedModel, data: Encoded,
                  explain: ExplainConfig) -> Explanations:
     """Predict tokenized `data` with a loaded model and explain each prediction with
-    ``explain``'s explainers and settings (:func:`explain_encoded`).
+    ``explain``'s explainers and settings (:func:`explain_encoded`); explainers that are
+    files of explanations computed elsewhere are read (:mod:`smat.store.explanation_file`;
+    the rows must then be the file's first texts).
 
     Raises:
       ValueError: the model is not in ``explain.precision`` (load it with
-        ``model_store.load(path, precision=...)``), or `data` has more rows than
-        ``explain.num_examples`` (the commands select those rows; here the caller does).
+        ``model_store.load(path, precision=...)``), `data` has more rows than
+        ``explain.num_examples`` (the commands select those rows; here the caller does), or
+        a file's explanations are not of these rows or repeat a name.
     """
     graphdef, params = functional.split(trained.model)
     check_model_and_rows(params, len(data.labels), explain)
-    scores, predictions, probabilities = explain_encoded(graphdef, params, data,
-                                                         explain.explainers,
-                                          task=trained.info["task"], ig_steps=explain.ig_steps,
-                                          batch_size=explain.batch_size,
-                                          length_multiple=explain.length_multiple)
+    files = [str(e) for e in explain.explainers if is_explanation_file(e)]
+    computed = [e for e in explain.explainers if str(e) not in files]
+    options = dict(task=trained.info["task"], batch_size=explain.batch_size,
+                   length_multiple=explain.length_multiple)
+    if computed:
+        scores, predictions, probabilities = explain_encoded(
+            graphdef, params, data, computed, ig_steps=explain.ig_steps, **options)
+    else:
+        scores = {}
+        predictions, probabilities = predictions_of(
+            predict_logits(graphdef, params, data, batch_size=explain.batch_size,
+                           length_multiple=explain.length_multiple), trained.info["task"])
     tokens = [trained.tokenizer.convert_ids_to_tokens(row.tolist()) for row in data.input_ids]
     show = (data.attention_mask != 0) & ~data.special_tokens_mask
+    for path in files:
+        check_file_rows(trained, data, path)
+        given = read_explanations(path, data, tokens, shown=show).scores
+        repeated = sorted(set(given) & set(scores))
+        if repeated:
+            raise ValueError(f"{path} names explainers {repeated} that are already explained "
+                             "(by another file or by smat): rename them in the file")
+        scores.update(given)
     return Explanations(tokens, scores, show, predictions, probabilities)
+
+
+def check_file_rows(trained: model_store.TrainedModel, data: Encoded, path: str) -> None:
+    """Raise unless the rows of `data` are the first texts of the explanation file `path`
+    as the model tokenizes them."""
+    texts = file_texts(path)[:len(data.input_ids)]
+    own = model_store.encode_texts(trained, texts, job="explain")
+    if own.input_ids.shape != data.input_ids.shape or not np.array_equal(own.input_ids,
+                                                                          data.input_ids):
+        raise ValueError(f"{path} explains other texts than the rows evaluated: its texts "
+                         "are the rows (the commands read them from the file; do not give "
+                         "--texts or --groups beside it)")
 
 
 def check_model_and_rows(params, num_rows: int, explain: ExplainConfig) -> None:

@@ -64,6 +64,7 @@ from smat.jobs.runs import DataConfig, load_examples, protocol_data
 from smat.models import functional
 from smat.models.inference import map_batches
 from smat.store import model_store
+from smat.store.explanation_file import explainer_names, is_explanation_file
 
 __all__ = [
     "AgreementConfig",
@@ -381,12 +382,17 @@ def check_agreement_inputs(models: Sequence[Any], data: Encoded, explainers: Seq
     """The checks every agreement job makes before explaining anything.
 
     Raises:
-      ValueError: no model, fewer than two explainers, an unknown metric, or `groups` whose
-        length is not the number of rows of `data`.
+      ValueError: no model, fewer than two explainers, an unknown metric, `groups` whose
+        length is not the number of rows of `data`, or a file of explanations computed
+        elsewhere beside several models (a file explains one model).
     """
     if not models:
         raise ValueError("agreement needs at least one trained model")
-    if len(explainers) < 2:
+    files = [str(e) for e in explainers if is_explanation_file(e)]
+    if files and len(models) > 1:
+        raise ValueError(f"{files} explain one model, not each of {len(models)}: give one "
+                         "model with explanation files")
+    if len(explainer_names(explainers)) < 2:
         raise ValueError(f"agreement compares explainers; name two or more, got {explainers}")
     unknown = [m for m in metrics if m not in AGREEMENT_METRICS]
     if unknown:

@@ -68,7 +68,9 @@ class SanityConfig:
         learned = [str(e) for e in self.explain.explainers if not registry.is_static(e)]
         if learned:
             raise ValueError(f"sanity checks re-initialise the model a static explainer "
-                             f"reads; {learned} are learned explainers (fixed heads)")
+                             f"reads; {learned} are not static explainers (a learned "
+                             "explainer's heads are fixed; a file's explanations cannot be "
+                             "recomputed)")
 
 
 def _family_scores(graphdef, family, ids, mask, types, target, *, name, ig_steps, row_ids):
