@@ -2,7 +2,7 @@
 
     smat demo [--output-dir runs/demo]
     smat train-teacher [--source movie-snippets] [--output-dir runs/teacher] ...
-    smat train-student --teacher runs/teacher --explainer smat --num-examples 500 --seed 0
+    smat train-student --teacher runs/teacher --explainers smat --size 500 --seed 0
     smat simulability --teacher runs/teacher --sizes 500 1000 2000 --seeds 5 --explainers ...
     smat explain --model runs/teacher/model --explainers gradient attention_all texts.txt
     smat faithfulness --model runs/teacher/model --explainers gradient attention_all random
@@ -219,6 +219,35 @@ def _device_mesh(args: argparse.Namespace):
         yield
 
 
+class _RenamedFlag(argparse.Action):
+    """A flag's old spelling, accepted for one release (CHANGELOG, 0.2) with a warning that
+    names the new one; it stores into the new flag's destination."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any):
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is now {self.new}; the old spelling "
+              "goes in the next release", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _add_renamed_flag(parser: argparse.ArgumentParser, old: str, new: str, *, dest: str,
+                      **kwargs: Any) -> None:
+    parser.add_argument(old, action=_RenamedFlag, new=new, dest=dest,
+                        default=argparse.SUPPRESS, help=f"the old spelling of {new}", **kwargs)
+
+
+def _required(args: argparse.Namespace, dest: str, flag: str) -> Any:
+    """A flag that is required but may come through its old spelling (so argparse cannot
+    require it)."""
+    value = getattr(args, dest, None)
+    if value is None:
+        raise ValueError(f"{flag} is required")
+    return value
+
+
 def _add_seeds_flag(parser: argparse.ArgumentParser, default: int = 1) -> None:
     parser.add_argument("--seeds", type=int, default=default, metavar="N",
                         help=f"run N seeds, SEED..SEED+N-1 (default: {default}); "
@@ -247,7 +276,7 @@ def _train_teacher(args: argparse.Namespace) -> int:
     data = _build_config(DataConfig, args)
     train = _build_config(TeacherTrainConfig, args)
     seeds = _seeds(args, train.loop.seed)
-    records = run_teacher(data=data, train=train, seeds=seeds, model_source=args.model,
+    records = run_teacher(data=data, train=train, seeds=seeds, model_source=args.encoder,
                           pooling=args.pooling, output_dir=args.output_dir,
                           progress=not args.no_progress, overwrite=args.overwrite)
     folders = seed_folders(args.output_dir, seeds)
@@ -291,14 +320,17 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _train_student(args: argparse.Namespace) -> int:
-    config = _build_config(StudentTrainConfig, args, explainer=args.explainer)
+    teacher = _required(args, "teacher", "--teacher")
+    explainer = _required(args, "explainer", "--explainers")
+    size = _required(args, "size", "--size")
+    config = _build_config(StudentTrainConfig, args, explainer=explainer)
     seeds = _seeds(args, config.loop.seed)
-    output_dir = args.output_dir or (Path(args.teacher) / "students" / f"n{args.num_examples}"
-                                     / args.explainer)
+    output_dir = args.output_dir or (Path(teacher) / "students" / f"n{size}"
+                                     / explainer)
     folders = ([Path(output_dir) / f"seed{seed}" for seed in seeds] if args.output_dir is None
                else seed_folders(output_dir, seeds))
-    records = run_student(args.teacher, config=config, seeds=seeds,
-                          num_examples=args.num_examples, output_dir=folders,
+    records = run_student(teacher, config=config, seeds=seeds,
+                          num_examples=size, output_dir=folders,
                           progress=not args.no_progress, overwrite=args.overwrite)
     keys = ("explainer", "seed", "num_examples", "test", "validation", "steps", "train_seconds")
     summary = [{k: r[k] for k in keys} for r in records]
@@ -343,8 +375,13 @@ def _explain(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from smat.jobs.demo import run_demo
 
-    run_demo(args.output_dir, teacher_dir=args.teacher, num_examples=args.num_examples,
-             seeds=tuple(args.seeds), explainers=tuple(args.explainers),
+    if len(args.seeds) > 1:
+        raise ValueError(f"--seeds is a count now, as in every command: for seeds "
+                         f"{' '.join(map(str, args.seeds))} write --seeds {len(args.seeds)} "
+                         f"--seed {args.seeds[0]} (consecutive seeds from --seed)")
+    args.seeds = args.seeds[0]
+    run_demo(args.output_dir, teacher_dir=args.teacher, num_examples=args.size,
+             seeds=tuple(_seeds(args, args.seed)), explainers=tuple(args.explainers),
              progress=not args.no_progress)
     return 0
 
@@ -549,9 +586,11 @@ def _study_read(args: argparse.Namespace) -> int:
 
     answers = machine_answers(load(args.model), read_tasks(args.tasks), name=args.name,
                               hidden=args.hidden)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text("".join(json.dumps(a) + "\n" for a in answers))
-    print(f"{len(answers)} answers by {args.name} -> {args.output}")
+    output = (Path(args.output) if getattr(args, "output", None)
+              else Path(args.output_dir) / f"{args.name}.jsonl")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("".join(json.dumps(a) + "\n" for a in answers))
+    print(f"{len(answers)} answers by {args.name} -> {output}")
     return 0
 
 
@@ -564,7 +603,7 @@ def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
     build = actions.add_parser("build", help="tasks (top-k words of each method) and work "
                                              "packages from a model's held-out split")
     build.add_argument("--model", required=True, help="a `smat train-teacher` model folder")
-    _add_dataclass_flags(build, StudyConfig)
+    _add_dataclass_flags(build, StudyConfig, skip=("num_examples",))  # rows: --num-samples
     build.add_argument("--output-dir", default="runs/study",
                        help="tasks.jsonl, tasks.csv, packages.csv, manifest.json go here")
     build.set_defaults(run=_study_build)
@@ -575,9 +614,11 @@ def _add_study_command(subparsers: Any) -> argparse.ArgumentParser:
     read.add_argument("--name", default="model", help="the reader's worker id")
     read.add_argument("--hidden", default="mask", choices=("mask", "drop"),
                       help="hidden words become the mask token, or are left out")
-    read.add_argument("--output", default="runs/study/answers.jsonl",
-                      help="the JSON-lines file the answers go to, one per task (default: "
-                           "runs/study/answers.jsonl)")
+    read.add_argument("--output-dir", default="runs/study",
+                      help="the answers go to OUTPUT_DIR/NAME.jsonl, one line per task "
+                           "(default: runs/study)")
+    _add_renamed_flag(read, "--output", "--output-dir (a folder; the file is NAME.jsonl)",
+                      dest="output")
     read.set_defaults(run=_study_read)
     _add_runtime_flags(read)
     score = actions.add_parser("score", help="majority vote, accuracy per k, difficulty-"
@@ -720,7 +761,10 @@ def _add_roar_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--preset", default="small", choices=sorted(PRESETS),
                         help="model and training recipe; the training flags below "
                              "change single settings of it")
-    parser.add_argument("--model", default=None, help="pretrained folder or Hub id")
+    parser.add_argument("--encoder", default=None,
+                        help="the pretrained encoder: a folder or Hub id (default: the "
+                             "preset's)")
+    _add_renamed_flag(parser, "--model", "--encoder", dest="encoder")
     _add_dataclass_flags(parser, DataConfig, skip=("teacher_fraction",
                                                    "student_validation_size",
                                                    "student_test_size"))
@@ -748,7 +792,7 @@ def _roar_command(args: argparse.Namespace) -> int:
 
     data, roar, train = roar_configs(args)
     report = run_roar(data=data, roar=roar, preset=args.preset, train=train,
-                      model_source=args.model, output_dir=args.output_dir,
+                      model_source=args.encoder, output_dir=args.output_dir,
                       progress=not args.no_progress)
     print(f"{report['mode']} ({report['metric']}, mean over {len(report['seeds'])} seeds)")
     print(roar_markdown_table(report))
@@ -768,29 +812,40 @@ def build_parser() -> argparse.ArgumentParser:
     teacher = commands.add_parser("train-teacher", help="fine-tune a teacher on gold labels")
     _add_dataclass_flags(teacher, DataConfig)
     _add_dataclass_flags(teacher, TeacherTrainConfig)
-    teacher.add_argument("--model", default=None,
-                         help="pretrained folder or Hub id (default: offline all-MiniLM-L6-v2)")
+    teacher.add_argument("--encoder", default=None,
+                         help="the pretrained encoder: a folder or Hub id (default: the offline "
+                              "all-MiniLM-L6-v2)")
+    _add_renamed_flag(teacher, "--model", "--encoder", dest="encoder")
     teacher.add_argument("--pooling", default="scalar_mix", choices=["scalar_mix", "cls", "mean"],
                          help="how the encoder's states become one vector (default: "
                               "scalar_mix, the paper's)")
     teacher.add_argument("--output-dir", default="runs/teacher",
                          help="where the results are written (default: runs/teacher)")
     _add_seeds_flag(teacher)
+    _add_config_flag(teacher)
     _add_overwrite_flag(teacher)
     _add_runtime_flags(teacher)
     teacher.set_defaults(run=_train_teacher)
 
     student = commands.add_parser("train-student",
                                   help="train a student to simulate a teacher (SMaT)")
-    student.add_argument("--teacher", required=True, help="a `smat train-teacher` run folder")
-    student.add_argument("--explainer", required=True, choices=STUDENT_SETTINGS,
-                         help="what the student learns from besides the teacher's predictions")
-    student.add_argument("--num-examples", type=int, required=True,
-                         help="student training examples (a prefix of the student pool)")
+    student.add_argument("--teacher", default=None,
+                         help="a `smat train-teacher` run folder (required)")
+    student.add_argument("--explainers", dest="explainer", default=None,
+                         choices=STUDENT_SETTINGS,
+                         help="the student setting (one): what the student learns from besides "
+                              "the teacher's predictions (required)")
+    _add_renamed_flag(student, "--explainer", "--explainers", dest="explainer",
+                      choices=STUDENT_SETTINGS)
+    student.add_argument("--size", type=int, default=None,
+                         help="student training examples, a prefix of the student pool "
+                              "(required)")
+    _add_renamed_flag(student, "--num-examples", "--size", dest="size", type=int)
     student.add_argument("--output-dir", default=None,
-                         help="(default: TEACHER/students/n{N}/{explainer}/seed{S}; with "
+                         help="(default: TEACHER/students/n{SIZE}/{explainer}/seed{S}; with "
                               "--output-dir, several seeds go to OUTPUT_DIR/seed{S})")
     _add_seeds_flag(student)
+    _add_config_flag(student)
     _add_overwrite_flag(student)
     _add_dataclass_flags(student, StudentTrainConfig, skip=("explainer",))
     _add_runtime_flags(student)
@@ -829,10 +884,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="where the results are written (default: runs/demo)")
     demo.add_argument("--teacher", default=None,
                       help="reuse this teacher run folder (default: OUTPUT_DIR/teacher)")
-    demo.add_argument("--num-examples", type=int, default=DEMO_SIZE,
+    demo.add_argument("--size", type=int, default=DEMO_SIZE,
                       help=f"student training examples (default: {DEMO_SIZE})")
-    demo.add_argument("--seeds", type=int, nargs="+", default=list(DEMO_SEEDS),
-                      help=f"student seeds (default: {' '.join(map(str, DEMO_SEEDS))})")
+    _add_renamed_flag(demo, "--num-examples", "--size", dest="size", type=int)
+    demo.add_argument("--seeds", type=int, nargs="+", default=[len(DEMO_SEEDS)], metavar="N",
+                      help=f"run N student seeds, SEED..SEED+N-1 (default: {len(DEMO_SEEDS)})")
+    demo.add_argument("--seed", type=int, default=DEMO_SEEDS[0],
+                      help=f"the first student seed (default: {DEMO_SEEDS[0]})")
     demo.add_argument("--explainers", nargs="+", default=list(DEMO_EXPLAINERS),
                       choices=STUDENT_SETTINGS, help="student settings, 'none' first (default: "
                                              f"{' '.join(DEMO_EXPLAINERS)})")
@@ -867,7 +925,16 @@ def _interrupt(signum, frame) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `smat` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = list(argv if argv is not None else sys.argv[1:])
+    command = _subcommand(parser, argv)
+    try:
+        _replay_config_file(parser, argv)
+    except ValueError as error:
+        print(f"{command.prog}: error: {error}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
+    args.flags = set(command._option_string_actions)
     output_dir = getattr(args, "output_dir", None)
     if output_dir is not None and Path(output_dir).exists() and not Path(output_dir).is_dir():
         # checked before any work: the results would be computed and then lost
@@ -885,7 +952,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 persistent_compile_cache(compile_cache_dir(flag), asked=asked):
             return args.run(args)
     except (ValueError, FileNotFoundError, TypeError) as error:
-        print(f"smat {args.command}: error: {error}", file=sys.stderr)
+        print(f"smat {args.command}: error: {_in_flags(str(error), args.flags)}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         # on a line of its own, after any progress bar the interrupt stopped mid-line
@@ -896,6 +964,94 @@ def main(argv: Sequence[str] | None = None) -> int:
         STOP.clear()
         if in_main_thread:
             signal.signal(signal.SIGINT, previous_handler)
+
+
+def _subcommand(parser: argparse.ArgumentParser,
+                argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command that `argv` runs."""
+    words = [word for word in argv if not word.startswith("-")]
+    while True:
+        commands = next((a for a in parser._actions
+                         if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = next((w for w in words if commands and w in commands.choices), None)
+        if chosen is None:
+            return parser
+        parser, words = commands.choices[chosen], words[words.index(chosen) + 1:]
+
+
+# What a run's config.json records -> the flags' destinations (a nested config's fields
+# are "Class.field", its nested ones "Class.loop.field"); fingerprints are not settings.
+_RECORDED = {
+    "train-teacher": {"data": "DataConfig", "train": "TeacherTrainConfig",
+                      "model_source": "encoder", "pooling": "pooling"},
+    "train-student": {"student": "StudentTrainConfig", "num_examples": "size",
+                      "teacher_dir": "teacher"},
+}
+_NOT_SETTINGS = {"data_fingerprint", "teacher"}
+
+
+def _recorded_defaults(command: str, recorded: dict[str, Any], path: str) -> dict[str, Any]:
+    """The flag values a run's `config.json` records, by destination."""
+
+    def flatten(prefix: str, values: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for key, value in values.items():
+            out.update(flatten(f"{prefix}.{key}", value) if isinstance(value, dict)
+                       else {f"{prefix}.{key}": value})
+        return out
+
+    table, defaults = _RECORDED[command], {}
+    for key, value in recorded.items():
+        if key in _NOT_SETTINGS:
+            continue
+        if key not in table:
+            raise ValueError(f"--config {path} records {key!r}, which `smat {command}` has "
+                             "no flag for: is it the config.json of another command's run?")
+        defaults.update(flatten(table[key], value) if isinstance(value, dict)
+                        else {table[key]: value})
+    if command == "train-student":  # the setting has its own flag, --explainers
+        defaults["explainer"] = defaults.pop("StudentTrainConfig.explainer")
+    return defaults
+
+
+def _replay_config_file(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """With ``--config FILE``: the settings FILE records become the command's defaults, so
+    the flags given beside it override them (and nothing else changes)."""
+    given = [arg.split("=", 1)[1] for arg in argv if arg.startswith("--config=")] + [
+        argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--config"]
+    if not given:
+        return
+    path = given[-1]
+    command = _subcommand(parser, argv)
+    name = command.prog.split()[-1]
+    try:
+        recorded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"--config {path} cannot be read as JSON: {error}") from None
+    defaults = _recorded_defaults(name, recorded, path)
+    known = {action.dest for action in command._actions}
+    unknown = sorted(set(defaults) - known)
+    if unknown:
+        raise ValueError(f"--config {path} records settings this version has no flag for: "
+                         f"{unknown}")
+    command.set_defaults(**defaults)
+
+
+def _add_config_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", default=None,
+                        help="replay the settings of a run (its config.json); flags given "
+                             "beside it override them")
+
+
+def _in_flags(message: str, flags: set[str]) -> str:
+    """An error message with each config field it names (``ExplainConfig.batch_size``)
+    written as the command's flag (``--batch-size``) where the command has that flag."""
+
+    def flag(match: re.Match) -> str:
+        name = "--" + match.group(1).replace("_", "-")
+        return name if name in flags else match.group(0)
+
+    return re.sub(r"\b[A-Z]\w*Config\.(\w+)", flag, message)
 
 
 def console_main() -> None:

@@ -167,7 +167,7 @@ def csv_data(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_teacher_args(tiny_checkpoint, csv_data):
     """`smat train-teacher` flags for the tiny BERT on csv_data (add --output-dir)."""
-    return ["--model", str(tiny_checkpoint), "--source", str(csv_data), "--text-column",
+    return ["--encoder", str(tiny_checkpoint), "--source", str(csv_data), "--text-column",
             "sentence", "--label-column", "sentiment", "--max-len", "16",
             "--student-validation-size", "40", "--student-test-size", "40",
             "--learning-rate", "2e-3", "--warmup-steps", "5", "--max-epochs", "2",

@@ -90,11 +90,17 @@ def test_teacher_student_explain_predict(tiny_teacher_args, tmp_path, capsys):
     result = json.loads((teacher / "result.json").read_text())
     assert result["sizes"] == {"teacher_train": 180, "teacher_validation": 20, "test": 40}
 
-    assert main(["train-student", "--teacher", str(teacher), "--explainer", "smat",
-                 "--num-examples", "64", "--seed", "1", "--batch-size", "16",
+    assert main(["train-student", "--teacher", str(teacher), "--explainers", "smat",
+                 "--size", "64", "--seed", "1", "--batch-size", "16",
                  "--max-epochs", "1", *common]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["steps"] == 4 and record["explainer"] == "smat"
+    # --config replays the run's settings: the same run, found finished; a flag beside it wins
+    recorded = teacher / "students" / "n64" / "smat" / "seed1" / "config.json"
+    assert main(["train-student", "--config", str(recorded), *common]) == 0
+    assert json.loads(capsys.readouterr().out) == record
+    assert main(["train-student", f"--config={recorded}", "--batch-size", "8", *common]) == 2
+    assert "batch_size" in capsys.readouterr().err
     explainer_dir = teacher / "students" / "n64" / "smat" / "seed1" / "explainer"
     explainer = load_explainer(explainer_dir)
     assert explainer.head_weights().shape == (2, 4)
@@ -131,12 +137,12 @@ def test_teacher_student_explain_predict(tiny_teacher_args, tmp_path, capsys):
 
 
 def test_cli_reports_bad_input_cleanly(tmp_path, capsys):
-    assert main(["train-student", "--teacher", str(tmp_path), "--explainer", "none",
-                 "--num-examples", "10"]) == 2
+    assert main(["train-student", "--teacher", str(tmp_path), "--explainers", "none",
+                 "--size", "10"]) == 2
     assert "is not a finished teacher run" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["train-student", "--teacher", str(tmp_path), "--explainer", "taylor",
-              "--num-examples", "10"])
+        main(["train-student", "--teacher", str(tmp_path), "--explainers", "taylor",
+              "--size", "10"])
     # An empty input file is reported before the (missing) model is looked for.
     blank = tmp_path / "blank.txt"
     blank.write_text("\n  \n")
@@ -146,7 +152,7 @@ def test_cli_reports_bad_input_cleanly(tmp_path, capsys):
 
 
 def test_students_of_parallel_seeds_match_separate_runs(tiny_teacher, tmp_path, capsys):
-    common = ["--teacher", str(tiny_teacher), "--explainer", "smat", "--num-examples", "64",
+    common = ["--teacher", str(tiny_teacher), "--explainers", "smat", "--size", "64",
               "--batch-size", "16", "--max-epochs", "1", "--no-progress"]
     assert main(["train-student", *common, "--seed", "1", "--output-dir",
                  str(tmp_path / "alone")]) == 0
@@ -192,8 +198,8 @@ def test_a_rerun_with_other_settings_is_refused_not_answered_with_the_old_model(
     assert "data.source" in error and "data_fingerprint.source" in error
     assert (tiny_teacher / "result.json").read_text() == before
     # a student folder is refused the same way
-    student = ["train-student", "--teacher", str(tiny_teacher), "--explainer", "none",
-               "--num-examples", "16", "--batch-size", "16", "--max-epochs", "1", "--no-progress",
+    student = ["train-student", "--teacher", str(tiny_teacher), "--explainers", "none",
+               "--size", "16", "--batch-size", "16", "--max-epochs", "1", "--no-progress",
                "--output-dir", str(tmp_path / "student")]
     assert main(student) == 0
     assert main([*student, "--inner-learning-rate", "0.1"]) == 2
@@ -322,3 +328,51 @@ def test_explain_shows_a_progress_bar_over_its_rows(tiny_teacher, tmp_path, caps
     assert main(["explain", "--model", str(tiny_teacher / "model"), "--explainers", "gradient",
                  "--no-progress", "--output-dir", str(tmp_path / "quiet"), str(texts)]) == 0
     assert "explain:" not in capsys.readouterr().err
+
+
+def test_old_flag_spellings_still_work_for_one_release_with_a_warning(capsys):
+    parser = cli.build_parser()
+    args = parser.parse_args(["train-teacher", "--model", "some/encoder"])
+    assert args.encoder == "some/encoder"
+    assert "--model is now --encoder" in capsys.readouterr().err
+    args = parser.parse_args(["train-student", "--teacher", "t", "--explainer", "smat",
+                              "--num-examples", "64"])
+    assert (args.explainer, args.size) == ("smat", 64)
+    warned = capsys.readouterr().err
+    assert "--explainer is now --explainers" in warned and "--num-examples is now --size" in warned
+    args = parser.parse_args(["train-student", "--teacher", "t", "--explainers", "none",
+                              "--size", "8"])
+    assert (args.explainer, args.size) == ("none", 8) and capsys.readouterr().err == ""
+    assert main(["train-student", "--teacher", "t", "--explainers", "none"]) == 2
+    assert "--size is required" in capsys.readouterr().err
+    assert main(["demo", "--seeds", "0", "1", "--output-dir", "unused"]) == 2
+    assert "write --seeds 2 --seed 0" in capsys.readouterr().err
+    args = parser.parse_args(["study", "read", "--model", "m", "--tasks", "t", "--output",
+                              "answers.jsonl"])
+    assert args.output == "answers.jsonl" and "--output is now" in capsys.readouterr().err
+
+
+def test_errors_name_the_flag_not_the_config_field(capsys):
+    assert main(["faithfulness", "--model", "m", "--explainers", "gradient", "--batch-size",
+                 "0"]) == 2
+    assert capsys.readouterr().err.strip() == ("smat faithfulness: error: --batch-size must be "
+                                               ">= 1, got 0")
+    assert cli._in_flags("LoopConfig.seed and StudyConfig.num_samples", {"--seed"}) == (
+        "--seed and StudyConfig.num_samples")  # a field without a flag keeps its name
+
+
+def test_config_file_replays_a_teachers_settings(tiny_teacher, tmp_path, capsys):
+    recorded = tiny_teacher / "config.json"
+    # every recorded setting replayed: the finished run is found, not refused or retrained
+    assert main(["train-teacher", "--config", str(recorded), "--output-dir",
+                 str(tiny_teacher)]) == 0
+    assert json.loads(capsys.readouterr().out)["steps"] == json.loads(
+        (tiny_teacher / "result.json").read_text())["steps"]
+    assert main(["train-teacher", "--config", str(recorded), "--learning-rate", "0.5",
+                 "--output-dir", str(tiny_teacher)]) == 2
+    assert "learning_rate" in capsys.readouterr().err
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"student": {}, "num_examples": 8}))
+    assert main(["train-teacher", "--config", str(other)]) == 2
+    assert "records 'student', which `smat train-teacher` has no flag for" in (
+        capsys.readouterr().err)

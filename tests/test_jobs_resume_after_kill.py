@@ -96,8 +96,8 @@ def test_simulability_grid_resumes_after_kill_during_compilation(tiny_teacher, t
 @pytest.mark.slow  # the roar kill-and-resume test below stays in the default suite
 def test_demo_resumes_after_kill_during_compilation(tiny_teacher, tmp_path):
     def command(folder: Path) -> list[str]:
-        return _smat("demo", "--teacher", str(tiny_teacher), "--num-examples", "32",
-                     "--seeds", "0", "--output-dir", str(folder), "--no-progress")
+        return _smat("demo", "--teacher", str(tiny_teacher), "--size", "32",
+                     "--seeds", "1", "--output-dir", str(folder), "--no-progress")
 
     reference, resumed = _killed_then_resumed(
         command, tmp_path, cell="students/n32/smat/seed0",
@@ -111,7 +111,7 @@ def test_demo_resumes_after_kill_during_compilation(tiny_teacher, tmp_path):
 def test_roar_resumes_after_kill_during_compilation(tiny_checkpoint, csv_data, tmp_path):
     def command(folder: Path) -> list[str]:
         return _smat("roar", "--recursive", "--explainers", "gradient", "--ratios", "0:100:50",
-                     "--seeds", "1", "--model", str(tiny_checkpoint), "--source", str(csv_data),
+                     "--seeds", "1", "--encoder", str(tiny_checkpoint), "--source", str(csv_data),
                      "--text-column", "sentence", "--label-column", "sentiment",
                      "--max-len", "16", "--max-epochs", "1", "--batch-size", "16",
                      "--output-dir", str(folder), "--no-progress")

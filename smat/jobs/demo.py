@@ -62,7 +62,9 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
 
     Args:
       output_dir: demo folder.
-      teacher_dir: teacher run folder (default ``output_dir/teacher``).
+      teacher_dir: a finished teacher run to reuse as it is, whatever its settings (one
+        not finished is trained with the demo's settings); default ``output_dir/teacher``,
+        where the demo trains its own.
       num_examples: student training size.
       seeds: student seeds.
       explainers: student settings ("none" first: it is the table's baseline).
@@ -76,8 +78,12 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
     output_dir = Path(output_dir)
     teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
     print(f"[1/4] teacher: {teacher_dir}", flush=True)
-    (teacher_record,) = run_teacher(data=DEMO_DATA, train=teacher, output_dir=teacher_dir,
-                                    progress=progress)
+    if (teacher_dir / "result.json").is_file() and teacher_dir != output_dir / "teacher":
+        # a finished teacher the user chose is reused as it is, whatever its settings
+        teacher_record = json.loads((teacher_dir / "result.json").read_text())
+    else:
+        (teacher_record,) = run_teacher(data=DEMO_DATA, train=teacher,
+                                        output_dir=teacher_dir, progress=progress)
     print(f"      test accuracy {teacher_record['test']['accuracy']:.4f}", flush=True)
     data = DataConfig(**json.loads((teacher_dir / "config.json").read_text())["data"])
 
