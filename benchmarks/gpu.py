@@ -72,6 +72,8 @@ BENCHMARKS = [  # the peer comparisons first: the others have earlier GPU number
     ("aopc_batched", ["aopc_batched.py", "--model", "minilm", "--examples", "1024",
                       "--batch-size", "128"], [], 150),
     ("parallel_seeds", ["parallel_seeds.py", "--model", "minilm", "--steps", "10"], [], 150),
+    # writes its JSON after every job: a timeout keeps the jobs that finished
+    ("compile_time", ["compile_time.py"], [], 420),
 ]
 
 
@@ -118,8 +120,9 @@ def run_benchmark(name: str, args: list[str], output: Path, timeout: int,
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
+        partial = {"json": json.loads(output.read_text())} if output.is_file() else {}
         return {"status": f"timed out after {timeout} s", "stdout_tail": stdout[-3000:],
-                "stderr_tail": stderr[-3000:]}
+                "stderr_tail": stderr[-3000:], **partial}
     done = subprocess.CompletedProcess(cmd, process.returncode, stdout, stderr)
     record = {"seconds": round(time.perf_counter() - start, 1), "command": " ".join(args)}
     results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

@@ -353,7 +353,7 @@ def test_agreement_command_by_cartography_group(tiny_teacher_args, tmp_path, cap
                for g, part in report["groups"].items())
     assert main(["agreement", "--model", str(run / "model"), "--explainers", "gradient",
                  "random", "--per-group", "5"]) == 2
-    assert "per_group samples the rows of each group; it needs groups" in (
+    assert "--per-group samples the rows of each group; it needs groups" in (
         capsys.readouterr().err)
 
 

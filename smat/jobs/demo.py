@@ -26,7 +26,7 @@ from smat.data import take
 from smat.evaluation.simulability import simulability_table
 from smat.jobs.explain import ExplainConfig, explain_data, write_explanations
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import DataConfig, load_examples, protocol_data, run_teacher
+from smat.jobs.runs import DataConfig, load_examples, protocol_data, run_teacher, saved_data_config
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer
 from smat.store.render import plot_head_weights
@@ -85,7 +85,7 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
         (teacher_record,) = run_teacher(data=DEMO_DATA, train=teacher,
                                         output_dir=teacher_dir, progress=progress)
     print(f"      test accuracy {teacher_record['test']['accuracy']:.4f}", flush=True)
-    data = DataConfig(**json.loads((teacher_dir / "config.json").read_text())["data"])
+    data = saved_data_config(teacher_dir)
 
     print(f"[2/4] students: {list(explainers)} x seeds {list(seeds)}, n={num_examples}",
           flush=True)

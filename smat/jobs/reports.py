@@ -60,7 +60,7 @@ from smat.evaluation.plausibility import (
 )
 from smat.evaluation.statistics import bootstrap_ci, holm_bonferroni, wilcoxon_greater
 from smat.jobs.explain import ExplainConfig, explain_data
-from smat.jobs.runs import DataConfig, load_examples, protocol_data
+from smat.jobs.runs import load_examples, protocol_data, saved_data_config
 from smat.models import functional
 from smat.models.inference import map_batches
 from smat.store import model_store
@@ -171,14 +171,11 @@ def held_out_split(trained: model_store.TrainedModel, *,
       ValueError: the model has no saved data settings, num_examples < 1, or an unknown
         split.
     """
-    if "data" not in trained.info:
-        raise ValueError("this model was saved without its data settings (model.json has no "
-                         "'data'); evaluate a model trained by `smat train-teacher`")
     if num_examples is not None and num_examples < 1:
         raise ValueError(f"num_examples must be >= 1, got {num_examples}")
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose from {SPLITS}")
-    config = DataConfig(**trained.info["data"])
+    config = saved_data_config(trained)
     parts = protocol_data(config, load_examples(config), trained.tokenizer)
     rows = parts.student_test if split == "test" else parts.teacher_train
     if num_examples is not None and num_examples < len(rows.labels):

@@ -441,10 +441,35 @@ def run_student(
     return [json.loads((folder / "result.json").read_text()) for folder in folders]
 
 
+def saved_data_config(source: model_store.TrainedModel | str | Path) -> DataConfig:
+    """The data settings a teacher trained on, from the one copy kept with its model
+    (``model.json``'s "data"): `source` is a loaded model, a trained-model folder or a
+    teacher run folder (whose model is ``model/``). Every job that rebuilds a teacher's
+    splits reads them here.
+
+    Raises:
+      ValueError: a model saved without its data settings (not by ``smat train-teacher``).
+      FileNotFoundError: a folder without a saved model.
+    """
+    if isinstance(source, model_store.TrainedModel):
+        info = source.info
+    else:
+        folder = Path(source)
+        if (folder / "model" / "model.json").is_file():
+            folder = folder / "model"
+        if not (folder / "model.json").is_file():
+            raise FileNotFoundError(f"{source} holds no trained model (no model.json)")
+        info = json.loads((folder / "model.json").read_text())
+    if "data" not in info:
+        raise ValueError("this model was saved without its data settings (model.json has no "
+                         "'data'); use a model trained by `smat train-teacher`")
+    return DataConfig(**info["data"])
+
+
 def student_pool_size(teacher_dir: str | Path) -> int:
     """How many rows a student of this teacher can train on at most (its data's student
     pool), so a grid of sizes is checked before any student trains."""
-    data = DataConfig(**json.loads((Path(teacher_dir) / "config.json").read_text())["data"])
+    data = saved_data_config(teacher_dir)
     return len(protocol_splits(data, load_examples(data)).student.pool)
 
 
@@ -461,8 +486,8 @@ def _student_inputs(teacher_dir: Path, teacher_config: dict[str, Any],
                     settings: Sequence[dict[str, Any]]) -> _StudentInputs:
     """The teacher's cached outputs over the student splits; once they are there,
     `config.json` per run folder (a bad input never leaves a run folder behind)."""
-    data = DataConfig(**teacher_config["data"])
     trained = model_store.load(teacher_dir / "model")
+    data = saved_data_config(trained)
     parts = protocol_data(data, load_examples(data), trained.tokenizer,
                           num_examples=num_examples)
     rows = _cached_student_rows(teacher_dir, trained, parts, setting=config.explainer,
