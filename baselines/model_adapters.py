@@ -9,8 +9,9 @@ Gradient explainers attribute at one of two points (DESIGN 3.3):
   LayerNorm and, for ELECTRA, the projection), fed through ``embedding_output`` —
   the point the original SMaT code used.
 
-``smat.models`` is imported lazily, so ``baselines`` works without it for a
-user's own ``f``.
+Only these adapters need ``smat.models`` (imported lazily); the pure cores take a user's
+own ``f``. ``baselines`` is smat's static-explainer package, installed with smat and
+returning its :class:`smat.explainers.Saliency`, not a library of its own.
 """
 
 from __future__ import annotations

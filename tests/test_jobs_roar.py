@@ -180,6 +180,11 @@ def test_small_preset_keeps_minilm_first_two_layers():
                                   full.encoder.layers.intermediate.kernel[...][:2])
     np.testing.assert_array_equal(small.encoder.word_embeddings[...],
                                   full.encoder.word_embeddings[...])
+    from smat.models import keep_first_layers
+
+    assert keep_first_layers(full, 6) is full
+    with pytest.raises(ValueError, match="cannot keep 7 layers of an encoder with 6"):
+        keep_first_layers(full, 7)
 
 
 def test_config_and_command_line():

@@ -51,7 +51,13 @@ from smat.evaluation.roar import (
 )
 from smat.jobs.explain import explain_encoded
 from smat.jobs.runs import DataConfig, load_examples
-from smat.models import SequenceClassifier, from_pretrained, functional, minilm_path
+from smat.models import (
+    SequenceClassifier,
+    from_pretrained,
+    functional,
+    keep_first_layers,
+    minilm_path,
+)
 from smat.store import checkpoint
 from smat.store.run_log import (
     cached_arrays,
@@ -183,21 +189,12 @@ def load_preset_model(preset: str, *, task: str, num_labels: int, seed: int,
     source = str(model_source) if model_source is not None else str(minilm_path())
     model, tokenizer = from_pretrained(source, task=task, num_labels=num_labels,
                                        pooling=recipe.pooling, seed=seed)
-    full = model.encoder.config
-    if recipe.num_layers is None or recipe.num_layers == full.num_layers:
+    if recipe.num_layers is None:
         return model, tokenizer
-    if recipe.num_layers > full.num_layers:
-        raise ValueError(f"preset {preset!r} keeps {recipe.num_layers} layers but {source} has "
-                         f"only {full.num_layers}")
-    small = SequenceClassifier(dataclasses.replace(full, num_layers=recipe.num_layers),
-                               num_labels=num_labels, task=task, pooling=recipe.pooling,
-                               rngs=nnx.Rngs(seed))
-    pretrained = nnx.state(model.encoder)
-    layers = jax.tree.map(lambda leaf: leaf[:recipe.num_layers], pretrained["layers"])
-    for name in pretrained:
-        nnx.update(getattr(small.encoder, name),
-                   layers if name == "layers" else pretrained[name])
-    return small, tokenizer
+    try:
+        return keep_first_layers(model, recipe.num_layers, seed=seed), tokenizer
+    except ValueError as error:
+        raise ValueError(f"preset {preset!r}: {source}: {error}") from None
 
 
 # ------------------------------------------------------------------ importance

@@ -13,6 +13,7 @@ from smat.models.heads import SequenceClassifier as SequenceClassifier
 from smat.models.heads import cls_pool as cls_pool
 from smat.models.heads import masked_mean as masked_mean
 from smat.models.hub import from_pretrained as from_pretrained
+from smat.models.hub import keep_first_layers as keep_first_layers
 from smat.models.hub import minilm_path as minilm_path
 from smat.models.layers import EncoderOutput as EncoderOutput
 from smat.models.layers import pool_attention_logits as pool_attention_logits
@@ -32,6 +33,7 @@ __all__ = [
     "ViTEncoder",
     "cls_pool",
     "from_pretrained",
+    "keep_first_layers",
     "functional",
     "masked_mean",
     "minilm_path",

@@ -13,6 +13,7 @@ allowlist. The classification head is always freshly initialised from ``seed``.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import importlib.util
 import json
@@ -408,6 +409,33 @@ def _load_tokenizer(folder: Path) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(folder))
+
+
+def keep_first_layers(model: SequenceClassifier, num_layers: int, *,
+                      seed: int = 0) -> SequenceClassifier:
+    """`model` cut to its first `num_layers` encoder layers, a smaller pretrained encoder
+    for quick runs (ROAR's "small" preset), with a fresh head from `seed` (a scalar mix
+    pools over the layers, so the head depends on their number). The model itself when it
+    has exactly that many layers.
+
+    Raises:
+      ValueError: more layers asked for than the model has.
+    """
+    full = model.encoder.config
+    if num_layers == full.num_layers:
+        return model
+    if not 1 <= num_layers < full.num_layers:
+        raise ValueError(f"cannot keep {num_layers} layers of an encoder with "
+                         f"{full.num_layers}")
+    small = SequenceClassifier(dataclasses.replace(full, num_layers=num_layers),
+                               num_labels=model.num_labels, task=model.task,
+                               pooling=model.pooling, rngs=nnx.Rngs(seed))
+    pretrained = nnx.state(model.encoder)
+    layers = jax.tree.map(lambda leaf: leaf[:num_layers], pretrained["layers"])
+    for name in pretrained:
+        nnx.update(getattr(small.encoder, name),
+                   layers if name == "layers" else pretrained[name])
+    return small
 
 
 def from_pretrained(
