@@ -71,7 +71,7 @@ from smat.evaluation.simulability import (
     simulability_table,
 )
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import DataConfig, run_teacher
+from smat.jobs.runs import DataConfig, reused_teacher, run_teacher, saved_data_config
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig
@@ -271,16 +271,21 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
             raise ValueError(f"sizes must be positive student training sizes, got {sizes}")
         config["sizes"] = sorted(sizes)
     output_dir = Path(output_dir)
+    reused = reused_teacher(teacher_dir) if teacher_dir is not None else None
     teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
     write_json_atomic(output_dir / "config.json", {
         "variant": variant, "teacher_dir": str(teacher_dir),
-        "data": dataclasses.asdict(config["data"]),
-        "teacher": dataclasses.asdict(config["teacher"]),
+        # a reused teacher keeps its own settings: they are recorded, not the variant's
+        "data": dataclasses.asdict(saved_data_config(teacher_dir) if reused
+                                   else config["data"]),
+        "teacher": (f"reused as it is: {teacher_dir}" if reused
+                    else dataclasses.asdict(config["teacher"])),
         "student": dataclasses.asdict(config["student"]),
         **{key: config[key] for key in ("sizes", "seeds", "explainers")}})
     start = time.perf_counter()
-    (teacher,) = run_teacher(data=config["data"], train=config["teacher"],
-                             output_dir=teacher_dir, progress=progress)
+    (teacher,) = [reused] if reused else run_teacher(
+        data=config["data"], train=config["teacher"], output_dir=teacher_dir,
+        progress=progress)
     records = run_grid(teacher_dir, sizes=config["sizes"], explainers=config["explainers"],
                        seeds=config["seeds"], student=config["student"],
                        output_dir=output_dir / "students", progress=progress)

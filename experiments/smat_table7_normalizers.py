@@ -38,7 +38,7 @@ from smat_table1 import get_config, parse_variant_args, variant_parser
 
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline, median_iqr
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import run_teacher
+from smat.jobs.runs import reused_teacher, run_teacher
 from smat.store.run_log import write_json_atomic
 
 NORMALIZERS = ("sparsemax", "softmax", "entmax15", "identity")
@@ -120,6 +120,7 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
             raise ValueError(f"{table1_dir} is a {table1['variant']!r} Table 1 run; this is "
                              f"the {variant!r} variant")
         teacher_dir, shared = table1["teacher_dir"], Path(table1_dir) / "students"
+    reused = reused_teacher(teacher_dir) if teacher_dir is not None else None
     teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
     size, seeds = SIZE[variant], SEEDS[variant]
     write_json_atomic(output_dir / "config.json", {
@@ -127,8 +128,9 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
         "normalizers": NORMALIZERS, "settings": SETTINGS, "shared_students": str(shared),
         "student": dataclasses.asdict(config["student"])})
     start = time.perf_counter()
-    (teacher,) = run_teacher(data=config["data"], train=config["teacher"],
-                             output_dir=teacher_dir, progress=progress)
+    (teacher,) = [reused] if reused else run_teacher(
+        data=config["data"], train=config["teacher"], output_dir=teacher_dir,
+        progress=progress)
     # the configuration's own normalizer (sparsemax) last: its students may be shared
     order = [n for n in NORMALIZERS if n != config["student"].normalizer]
     records = {normalizer: run_grid(

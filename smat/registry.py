@@ -19,6 +19,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,59 +34,52 @@ NO_EXPLAINER = "none"
 LEARNED = "smat"
 
 
-def _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids):
-    return baselines.attribution_inputs(graphdef, params, input_ids=input_ids,
-                                        attention_mask=attention_mask,
-                                        token_type_ids=token_type_ids)
+class BatchInputs(NamedTuple):
+    """One batch as every registry explainer reads it, built once per call of
+    :func:`static_scores` (what an explainer does not read, XLA drops).
 
+    Attributes:
+      graphdef, params: the model (``smat.models.functional.split``); None for a bare
+        ``f`` (:meth:`of_embeddings`).
+      input_ids, attention_mask, token_type_ids: (B, T) the batch.
+      target: (B,) the class the gradient and perturbation explainers attribute (None: the
+        predicted one).
+      f, x, mask: the model as ``f(x, mask) -> (B, C)`` at the word embeddings x (B, T, E)
+        (``baselines.attribution_inputs``).
+      keys: (B,) one PRNG key per row, ``fold_in(PRNGKey(seed), row's data-set index)``.
+      ig_steps, ig_method: integrated gradients' quadrature.
+    """
 
-def _gradient_l2(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-                 ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
-    return baselines.saliency(f, x, mask, target=target, reduction="l2").saliency.scores
+    graphdef: Any
+    params: Any
+    input_ids: Any
+    attention_mask: Any
+    token_type_ids: Any
+    target: jax.Array | None
+    f: Callable[[jax.Array, jax.Array], jax.Array]
+    x: jax.Array
+    mask: jax.Array
+    keys: jax.Array | None
+    ig_steps: int
+    ig_method: str
 
+    @classmethod
+    def of_batch(cls, graphdef, params, input_ids, attention_mask, token_type_ids,
+                 target=None, *, ig_steps: int = 50, ig_method: str = "gausslegendre",
+                 seed: int = 0, row_ids: jax.Array | None = None) -> BatchInputs:
+        f, x, mask = baselines.attribution_inputs(graphdef, params, input_ids=input_ids,
+                                                  attention_mask=attention_mask,
+                                                  token_type_ids=token_type_ids)
+        return cls(graphdef, params, input_ids, attention_mask, token_type_ids, target, f, x,
+                   mask, _row_keys(seed, row_ids, x.shape[0]), ig_steps, ig_method)
 
-def _input_x_gradient(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-                      ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
-    return baselines.input_x_gradient(f, x, mask, target=target).saliency.scores
-
-
-def _integrated_gradients(graphdef, params, input_ids, attention_mask, token_type_ids, target,
-                          *, ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
-    return baselines.integrated_gradients(f, x, mask, target=target, n_steps=ig_steps,
-                                          method=ig_method).saliency.scores
-
-
-def _deeplift(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-              ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
-    return baselines.deeplift(f, x, mask, target=target).saliency.scores
-
-
-def _deeplift_shap(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-                   ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
-    pad_id = nnx.merge(graphdef, params).encoder.config.pad_token_id
-    pad = baselines.token_baseline(graphdef, params, input_ids=input_ids[:1],
-                                   attention_mask=attention_mask[:1], token_id=pad_id)
-    references = jnp.concatenate([jnp.zeros_like(pad), pad])  # (2, T, E): zero and PAD
-    return baselines.deeplift_shap(f, x, mask, baselines=references,
-                                   target=target).saliency.scores
-
-
-def _feature_ablation(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-                      ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
-    return baselines.feature_ablation(f, x, mask, target=target).saliency.scores
-
-
-def _occlusion(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-               ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
-    return baselines.occlusion(f, x, mask, window=min(3, x.shape[1]), stride=1,
-                               target=target).saliency.scores
+    @classmethod
+    def of_embeddings(cls, f, x, mask, target=None, *, ig_steps: int = 50,
+                      ig_method: str = "gausslegendre") -> BatchInputs:
+        """A bare ``f(x, mask)`` (no model, no tokens): enough for the explainers that only
+        differentiate or perturb f (``ExplainerSpec.attackable``)."""
+        return cls(None, None, None, mask, None, target, f, x, mask, None, ig_steps,
+                   ig_method)
 
 
 def _row_keys(seed: int, row_ids, batch: int) -> jax.Array:
@@ -94,35 +88,68 @@ def _row_keys(seed: int, row_ids, batch: int) -> jax.Array:
     return jax.vmap(lambda row: jax.random.fold_in(jax.random.PRNGKey(seed), row))(rows)
 
 
+def _gradient_l2(b: BatchInputs) -> jax.Array:
+    # the L2 reduction keeps its gradient finite at zero (smat.explainers.base), which the
+    # attacks differentiate through
+    return baselines.saliency(b.f, b.x, b.mask, target=b.target, reduction="l2").saliency.scores
+
+
+def _input_x_gradient(b: BatchInputs) -> jax.Array:
+    return baselines.input_x_gradient(b.f, b.x, b.mask, target=b.target).saliency.scores
+
+
+def _integrated_gradients(b: BatchInputs) -> jax.Array:
+    return baselines.integrated_gradients(b.f, b.x, b.mask, target=b.target,
+                                          n_steps=b.ig_steps,
+                                          method=b.ig_method).saliency.scores
+
+
+def _deeplift(b: BatchInputs) -> jax.Array:
+    return baselines.deeplift(b.f, b.x, b.mask, target=b.target).saliency.scores
+
+
+def _deeplift_shap(b: BatchInputs) -> jax.Array:
+    pad_id = nnx.merge(b.graphdef, b.params).encoder.config.pad_token_id
+    pad = baselines.token_baseline(b.graphdef, b.params, input_ids=b.input_ids[:1],
+                                   attention_mask=b.attention_mask[:1], token_id=pad_id)
+    references = jnp.concatenate([jnp.zeros_like(pad), pad])  # (2, T, E): zero and PAD
+    return baselines.deeplift_shap(b.f, b.x, b.mask, baselines=references,
+                                   target=b.target).saliency.scores
+
+
+def _feature_ablation(b: BatchInputs) -> jax.Array:
+    return baselines.feature_ablation(b.f, b.x, b.mask, target=b.target).saliency.scores
+
+
+def _occlusion(b: BatchInputs) -> jax.Array:
+    return baselines.occlusion(b.f, b.x, b.mask, window=min(3, b.x.shape[1]), stride=1,
+                               target=b.target).saliency.scores
+
+
 SMOOTHGRAD_SAMPLES, SMOOTHGRAD_NOISE = 10, 0.1
 """SmoothGrad's noisy copies and noise level (Gaussian stdevs at the word embeddings)."""
 
 
-def _smoothgrad(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-                ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
-    keys = _row_keys(seed, row_ids, x.shape[0])
-    noise = jax.vmap(lambda key: jax.random.normal(key, (SMOOTHGRAD_SAMPLES, *x.shape[1:]),
-                                                   x.dtype))(keys)  # (B, S, T, E)
-    return baselines.noise_tunnel(f, x, mask, noise=jnp.swapaxes(noise, 0, 1),
+def _smoothgrad(b: BatchInputs) -> jax.Array:
+    noise = jax.vmap(lambda key: jax.random.normal(
+        key, (SMOOTHGRAD_SAMPLES, *b.x.shape[1:]), b.x.dtype))(b.keys)  # (B, S, T, E)
+    return baselines.noise_tunnel(b.f, b.x, b.mask, noise=jnp.swapaxes(noise, 0, 1),
                                   explainer="saliency", nt_samples=SMOOTHGRAD_SAMPLES,
                                   stdevs=SMOOTHGRAD_NOISE,
-                                  target=target, reduction="l2").saliency.scores
+                                  target=b.target, reduction="l2").saliency.scores
 
 
 GRADIENT_SHAP_SAMPLES = 20
 """GradientShap's draws per row (zero baseline, no input noise: expected gradients)."""
 
 
-def _gradient_shap(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-                   ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
-    alphas = jax.vmap(lambda key: jax.random.uniform(key, (GRADIENT_SHAP_SAMPLES,), x.dtype))(
-        _row_keys(seed, row_ids, x.shape[0]))  # (B, S): the row's points on its segment
-    draws = (jnp.zeros((GRADIENT_SHAP_SAMPLES, x.shape[0]), jnp.int32), alphas.T,
-             jnp.zeros((GRADIENT_SHAP_SAMPLES, *x.shape), x.dtype))
-    return baselines.gradient_shap(f, x, mask, n_samples=GRADIENT_SHAP_SAMPLES, draws=draws,
-                                   target=target).saliency.scores
+def _gradient_shap(b: BatchInputs) -> jax.Array:
+    alphas = jax.vmap(lambda key: jax.random.uniform(key, (GRADIENT_SHAP_SAMPLES,),
+                                                     b.x.dtype))(b.keys)  # (B, S)
+    draws = (jnp.zeros((GRADIENT_SHAP_SAMPLES, b.x.shape[0]), jnp.int32), alphas.T,
+             jnp.zeros((GRADIENT_SHAP_SAMPLES, *b.x.shape), b.x.dtype))
+    return baselines.gradient_shap(b.f, b.x, b.mask, n_samples=GRADIENT_SHAP_SAMPLES,
+                                   draws=draws, target=b.target).saliency.scores
 
 
 SURROGATE_SAMPLES = 200
@@ -130,49 +157,41 @@ SURROGATE_SAMPLES = 200
 latter)."""
 
 
-def _lime(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-          ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+def _lime(b: BatchInputs) -> jax.Array:
     samples = jax.vmap(lambda key: baselines.lime_coalitions(key, SURROGATE_SAMPLES,
-                                                             x.shape[1]))(
-        _row_keys(seed, row_ids, x.shape[0]))  # (B, N, T)
-    return baselines.lime(f, x, mask, samples=jnp.swapaxes(samples, 0, 1),
-                          n_samples=SURROGATE_SAMPLES, target=target).saliency.scores
+                                                             b.x.shape[1]))(b.keys)  # (B, N, T)
+    return baselines.lime(b.f, b.x, b.mask, samples=jnp.swapaxes(samples, 0, 1),
+                          n_samples=SURROGATE_SAMPLES, target=b.target).saliency.scores
 
 
-def _kernel_shap(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-                 ig_steps, ig_method, seed, row_ids):
-    f, x, mask = _gradient_inputs(graphdef, params, input_ids, attention_mask, token_type_ids)
+def _kernel_shap(b: BatchInputs) -> jax.Array:
     samples = jax.vmap(lambda key: baselines.kernel_shap_coalitions(
-        key, SURROGATE_SAMPLES - 2, x.shape[1]))(_row_keys(seed, row_ids, x.shape[0]))
-    return baselines.kernel_shap(f, x, mask, samples=jnp.swapaxes(samples, 0, 1),
-                                 n_samples=SURROGATE_SAMPLES, target=target).saliency.scores
+        key, SURROGATE_SAMPLES - 2, b.x.shape[1]))(b.keys)
+    return baselines.kernel_shap(b.f, b.x, b.mask, samples=jnp.swapaxes(samples, 0, 1),
+                                 n_samples=SURROGATE_SAMPLES, target=b.target).saliency.scores
 
 
 def _pooled_attention(explain: Callable):
-    def scores(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-               ig_steps, ig_method, seed, row_ids):
-        out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
-                               token_type_ids=token_type_ids, attention="pooled")
+    def scores(b: BatchInputs) -> jax.Array:
+        out = functional.apply(b.graphdef, b.params, b.input_ids,
+                               attention_mask=b.attention_mask,
+                               token_type_ids=b.token_type_ids, attention="pooled")
         return explain(out.encoder.pooled_attention_logits,
-                       jnp.asarray(attention_mask) != 0).scores
+                       jnp.asarray(b.attention_mask) != 0).scores
     return scores
 
 
-def _attention_rollout(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-                       ig_steps, ig_method, seed, row_ids):
-    out = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
-                           token_type_ids=token_type_ids, attention="full")
+def _attention_rollout(b: BatchInputs) -> jax.Array:
+    out = functional.apply(b.graphdef, b.params, b.input_ids, attention_mask=b.attention_mask,
+                           token_type_ids=b.token_type_ids, attention="full")
     return baselines.attention_rollout(out.encoder.attention_logits,
-                                       jnp.asarray(attention_mask) != 0).scores
+                                       jnp.asarray(b.attention_mask) != 0).scores
 
 
-def _random(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-            ig_steps, ig_method, seed, row_ids):
-    mask = jnp.asarray(attention_mask) != 0
-    keys = _row_keys(seed, row_ids, mask.shape[0])
+def _random(b: BatchInputs) -> jax.Array:
+    mask = jnp.asarray(b.attention_mask) != 0
     return jax.vmap(lambda key, row: baselines.random_saliency(key, row[None]).scores[0])(
-        keys, mask)
+        b.keys, mask)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -181,8 +200,7 @@ class ExplainerSpec:
 
     Attributes:
       name: the registry name.
-      scores: ``(graphdef, params, input_ids, attention_mask, token_type_ids, target, *,
-        ig_steps, ig_method, seed, row_ids) -> (B, T)`` scores, 0 at padding; traced inside
+      scores: ``(BatchInputs) -> (B, T)`` scores, 0 at padding; traced inside
         :func:`static_scores`' jit.
       summary: one line for ``--help`` and the README.
       needs_gradients: differentiates the model (explains ``target``, default the predicted
@@ -197,6 +215,9 @@ class ExplainerSpec:
         for input x gradient, 0.5 for integrated gradients, 1 otherwise).
       batch_independent: its scores for a row need the row's data-set index (``row_ids``)
         rather than the batch's other rows, and run on uncut batches.
+      attackable: differentiable in the embeddings and needs nothing but ``f``, x, mask,
+        target and IG's settings (:meth:`BatchInputs.of_embeddings`): the attacks on
+        explanations (``smat.evaluation.attacks``) move it.
     """
 
     name: str
@@ -208,19 +229,21 @@ class ExplainerSpec:
     student_beta: float | None = None
     teacher_temperature: float = 1.0
     batch_independent: bool = False
+    attackable: bool = False
 
 
 STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
     ExplainerSpec(name="gradient", scores=_gradient_l2, needs_gradients=True, student_beta=0.2,
+                  attackable=True,
                   summary="L2 norm of the gradient at each word embedding (SMaT 'Gradient "
                           "L2'; Captum Saliency)"),
     ExplainerSpec(name="input_x_gradient", scores=_input_x_gradient, needs_gradients=True,
-                  signed=True, student_beta=0.2, teacher_temperature=0.1,
+                  signed=True, student_beta=0.2, teacher_temperature=0.1, attackable=True,
                   summary="embedding x gradient, summed over the embedding (Captum "
                           "InputXGradient)"),
     ExplainerSpec(name="integrated_gradients", scores=_integrated_gradients,
                   needs_gradients=True, signed=True, student_beta=0.2,
-                  teacher_temperature=0.5,
+                  teacher_temperature=0.5, attackable=True,
                   summary="integrated gradients from a zero baseline, summed over the "
                           "embedding (Captum IntegratedGradients)"),
     # From a zero baseline on smat's encoders DeepLift equals input x gradient, so a student
@@ -354,10 +377,9 @@ def _ensemble_spec(name: str) -> ExplainerSpec:
     normalization = ENSEMBLES[prefix]
     specs = [STATIC[m] for m in members]
 
-    def scores(graphdef, params, input_ids, attention_mask, token_type_ids, target, **kw):
-        return ensemble_scores([s.scores(graphdef, params, input_ids, attention_mask,
-                                         token_type_ids, target, **kw) for s in specs],
-                               attention_mask, normalization=normalization)
+    def scores(b: BatchInputs) -> jax.Array:
+        return ensemble_scores([s.scores(b) for s in specs], b.attention_mask,
+                               normalization=normalization)
 
     return ExplainerSpec(
         name=name, scores=scores, needs_gradients=any(s.needs_gradients for s in specs),
@@ -448,9 +470,9 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, t
     Raises:
       ValueError: an unknown `name` (at trace time).
     """
-    return spec(name).scores(graphdef, params, input_ids, attention_mask, token_type_ids,
-                             target, ig_steps=ig_steps, ig_method=ig_method, seed=seed,
-                             row_ids=row_ids)
+    return spec(name).scores(BatchInputs.of_batch(
+        graphdef, params, input_ids, attention_mask, token_type_ids, target,
+        ig_steps=ig_steps, ig_method=ig_method, seed=seed, row_ids=row_ids))
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "explainer_config"))

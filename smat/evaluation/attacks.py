@@ -31,28 +31,27 @@ import numpy as np
 from jax.typing import ArrayLike
 
 import baselines
+from smat import registry
 
 OBJECTIVES = ("unconstrained", "constrained")
 
 
-def _gradient(f, x, mask, target, ig_steps):
-    # the L2 reduction keeps its gradient finite at zero (smat.explainers.base)
-    return baselines.saliency(f, x, mask, target=target).saliency.scores
+ATTACKABLE = tuple(name for name, spec in registry.STATIC.items() if spec.attackable)
+"""The differentiable explainers an attack can move (the thesis's three; the registry's
+``attackable`` entries)."""
 
 
-def _input_x_gradient(f, x, mask, target, ig_steps):
-    return baselines.input_x_gradient(f, x, mask, target=target).saliency.scores
+@functools.cache
+def _explain(name: str) -> Callable[..., jax.Array]:
+    """The registry explainer `name` on a bare ``f(x, mask)``, one function object per name
+    (the attack loops are compiled per function)."""
+    scores = registry.spec(name).scores
 
+    def explain(f, x, mask, target, ig_steps):
+        return scores(registry.BatchInputs.of_embeddings(f, x, mask, target,
+                                                         ig_steps=ig_steps))
 
-def _integrated_gradients(f, x, mask, target, ig_steps):
-    return baselines.integrated_gradients(f, x, mask, target=target,
-                                          n_steps=ig_steps).saliency.scores
-
-
-ATTACKABLE: dict[str, Callable[..., jax.Array]] = {
-    "gradient": _gradient, "input_x_gradient": _input_x_gradient,
-    "integrated_gradients": _integrated_gradients}
-"""The differentiable explainers an attack can move (the thesis's three)."""
+    return explain
 
 
 class AttackResult(NamedTuple):
@@ -188,7 +187,7 @@ def _checked(explainer, objective, epsilon, steps, learning_rate):
     if steps < 1 or learning_rate < 0:
         raise ValueError(f"steps must be >= 1 and learning_rate >= 0; got {steps} and "
                          f"{learning_rate}")
-    return ATTACKABLE[explainer]
+    return _explain(explainer)
 
 
 def _result(outputs, show, ks) -> AttackResult:
@@ -234,7 +233,7 @@ def attack(f: Callable[[jax.Array, jax.Array], jax.Array], x: ArrayLike, mask: A
       f: ``f(x, mask) -> logits`` (``baselines.attribution_inputs``); pass the same function
         object for every batch so the loop compiles once.
       x: (B, T, E) input embeddings; mask: (B, T) real tokens (the perturbed ones).
-      explainer: a key of :data:`ATTACKABLE`.
+      explainer: one of :data:`ATTACKABLE`.
       show: (B, T) the tokens ranked for the top-k (default `mask`; e.g. without [CLS]).
       objective: "unconstrained" or "constrained".
       epsilon: the L-infinity radius of delta.

@@ -26,7 +26,14 @@ from smat.data import take
 from smat.evaluation.simulability import simulability_table
 from smat.jobs.explain import ExplainConfig, explain_data, write_explanations
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import DataConfig, load_examples, protocol_data, run_teacher, saved_data_config
+from smat.jobs.runs import (
+    DataConfig,
+    load_examples,
+    protocol_data,
+    reused_teacher,
+    run_teacher,
+    saved_data_config,
+)
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer
 from smat.store.render import plot_head_weights
@@ -78,10 +85,9 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
     output_dir = Path(output_dir)
     teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
     print(f"[1/4] teacher: {teacher_dir}", flush=True)
-    if (teacher_dir / "result.json").is_file() and teacher_dir != output_dir / "teacher":
-        # a finished teacher the user chose is reused as it is, whatever its settings
-        teacher_record = json.loads((teacher_dir / "result.json").read_text())
-    else:
+    chosen = teacher_dir != output_dir / "teacher"
+    teacher_record = reused_teacher(teacher_dir) if chosen else None
+    if teacher_record is None:
         (teacher_record,) = run_teacher(data=DEMO_DATA, train=teacher,
                                         output_dir=teacher_dir, progress=progress)
     print(f"      test accuracy {teacher_record['test']['accuracy']:.4f}", flush=True)

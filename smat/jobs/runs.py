@@ -209,6 +209,14 @@ def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
                         take(encoded, splits.student.test), dataset)
 
 
+def reused_teacher(teacher_dir: str | Path) -> dict[str, Any] | None:
+    """The result record of a finished teacher run that a user chose to reuse (``--teacher
+    DIR``), as it is, whatever its settings; None when the folder holds no finished run
+    (the caller then trains one there)."""
+    path = Path(teacher_dir) / "result.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def run_teacher(
     *,
     data: DataConfig,
