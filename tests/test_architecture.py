@@ -1,6 +1,7 @@
 """The floors of docs/architecture.md: every module imports only from its own floor or the
 floors below it, read from the source with `ast` (lazy imports inside functions count)."""
 
+import argparse
 import ast
 from pathlib import Path
 
@@ -72,3 +73,51 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     bad.write_text("def f():\n    from smat.jobs import demo\n    import smat.cli\n")
     assert imported_modules(bad) == {"smat.jobs.demo", "smat.cli"}
     assert floor_of("smat.jobs.demo") > floor_of("smat.evaluation.agreement")
+
+
+def hand_declared(source: str, *, module: str) -> list[str]:
+    """Flags and sub-commands a module of smat.cli declares by hand: `add_argument` belongs
+    to smat.cli.flags (one flag per config field), `add_parser` / `add_subparsers` to
+    `build_parser` (one sub-command per command-table entry); the top-level `--version` is
+    the one flag of the bare `smat` command."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        name = node.func.attr
+        first = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+        if name == "add_argument" and module != "smat.cli.flags" and first != "--version":
+            found.append(f"{module}:{node.lineno} add_argument({first!r})")
+        if name in ("add_parser", "add_subparsers") and module != "smat.cli":
+            found.append(f"{module}:{node.lineno} {name}")
+    return found
+
+
+def test_every_flag_and_command_comes_from_the_command_table():
+    found = []
+    for path in sorted((ROOT / "smat" / "cli").glob("*.py")):
+        found += hand_declared(path.read_text(), module=module_name(path))
+    assert found == []
+    # the check sees a flag declared by hand (the shape of the command line before the table)
+    bad = "def build(p):\n    p.add_argument('--teacher', help='a run folder')\n"
+    assert hand_declared(bad, module="smat.cli.commands") == [
+        "smat.cli.commands:2 add_argument('--teacher')"]
+    assert hand_declared("sub.add_parser('predict')", module="smat.cli.commands") != []
+
+
+def test_every_command_is_an_entry_of_the_table():
+    from smat.cli import build_parser
+    from smat.cli.commands import COMMANDS
+
+    def leaves(parser, words=()):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            yield " ".join(words), parser
+        for action in subs:
+            for name, sub in action.choices.items():
+                yield from leaves(sub, (*words, name))
+
+    parsed = dict(leaves(build_parser()))
+    assert sorted(parsed) == sorted(c.name for c in COMMANDS)
+    for command in COMMANDS:  # each runs its own config and nothing else
+        assert parsed[command.name].get_default("command_entry") is command

@@ -14,6 +14,7 @@ import pytest
 
 from smat import cli
 from smat.cli import main
+from smat.cli.flags import add_config_flags, build_config, in_flags, nested_config
 from smat.store.explainer_store import load_explainer
 from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
@@ -24,7 +25,7 @@ def _leaf_fields(cls):
     """Names of the non-config fields of a config, nested configs included."""
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
-        inner = cli._nested_config(hints[field.name])
+        inner = nested_config(hints[field.name])
         yield from (_leaf_fields(inner) if inner else [field.name])
 
 
@@ -58,9 +59,9 @@ def test_every_setting_flag_comes_from_a_config_with_its_meaning_and_default():
 
 def test_nested_loop_flags_build_the_embedded_config():
     parser = argparse.ArgumentParser()
-    cli._add_dataclass_flags(parser, StudentTrainConfig)
-    config = cli._build_config(StudentTrainConfig,
-                               parser.parse_args(["--batch-size", "8", "--parallel-seeds"]))
+    add_config_flags(parser, StudentTrainConfig)
+    config = build_config(StudentTrainConfig,
+                          parser.parse_args(["--batch-size", "8", "--parallel-seeds"]))
     defaults = StudentTrainConfig().loop
     assert config.loop == dataclasses.replace(defaults, batch_size=8, parallel_seeds=True)
     assert config.loop != LoopConfig(batch_size=8, parallel_seeds=True)  # student defaults kept
@@ -72,7 +73,7 @@ def test_nested_loop_flags_build_the_embedded_config():
         size: int = 1
 
     with pytest.raises(TypeError, match="Undocumented.size has no description"):
-        cli._add_dataclass_flags(argparse.ArgumentParser(), Undocumented)
+        add_config_flags(argparse.ArgumentParser(), Undocumented)
 
 
 def test_tests_do_not_use_the_real_home():
@@ -331,25 +332,24 @@ def test_explain_shows_a_progress_bar_over_its_rows(tiny_teacher, tmp_path, caps
 
 
 def test_old_flag_spellings_still_work_for_one_release_with_a_warning(capsys):
-    parser = cli.build_parser()
-    args = parser.parse_args(["train-teacher", "--model", "some/encoder"])
-    assert args.encoder == "some/encoder"
+    _, config = cli.parse_command(["train-teacher", "--model", "some/encoder"])
+    assert config.encoder == "some/encoder"
     assert "--model is now --encoder" in capsys.readouterr().err
-    args = parser.parse_args(["train-student", "--teacher", "t", "--explainer", "smat",
-                              "--num-examples", "64"])
-    assert (args.explainer, args.size) == ("smat", 64)
+    _, config = cli.parse_command(["train-student", "--teacher", "t", "--explainer", "smat",
+                                   "--num-examples", "64"])
+    assert (config.explainers, config.size) == ("smat", 64)
     warned = capsys.readouterr().err
     assert "--explainer is now --explainers" in warned and "--num-examples is now --size" in warned
-    args = parser.parse_args(["train-student", "--teacher", "t", "--explainers", "none",
-                              "--size", "8"])
-    assert (args.explainer, args.size) == ("none", 8) and capsys.readouterr().err == ""
+    _, config = cli.parse_command(["train-student", "--teacher", "t", "--explainers", "none",
+                                   "--size", "8"])
+    assert (config.explainers, config.size) == ("none", 8) and capsys.readouterr().err == ""
     assert main(["train-student", "--teacher", "t", "--explainers", "none"]) == 2
     assert "--size is required" in capsys.readouterr().err
     assert main(["demo", "--seeds", "0", "1", "--output-dir", "unused"]) == 2
     assert "write --seeds 2 --seed 0" in capsys.readouterr().err
-    args = parser.parse_args(["study", "read", "--model", "m", "--tasks", "t", "--output",
-                              "answers.jsonl"])
-    assert args.output == "answers.jsonl" and "--output is now" in capsys.readouterr().err
+    _, config = cli.parse_command(["study", "read", "--model", "m", "--tasks", "t", "--output",
+                                   "answers.jsonl"])
+    assert config.output == "answers.jsonl" and "--output is now" in capsys.readouterr().err
 
 
 def test_errors_name_the_flag_not_the_config_field(capsys):
@@ -357,7 +357,7 @@ def test_errors_name_the_flag_not_the_config_field(capsys):
                  "0"]) == 2
     assert capsys.readouterr().err.strip() == ("smat faithfulness: error: --batch-size must be "
                                                ">= 1, got 0")
-    assert cli._in_flags("LoopConfig.seed and StudyConfig.num_samples", {"--seed"}) == (
+    assert in_flags("LoopConfig.seed and StudyConfig.num_samples", {"--seed"}) == (
         "--seed and StudyConfig.num_samples")  # a field without a flag keeps its name
 
 

@@ -17,11 +17,11 @@ from smat.jobs.explain import ExplainConfig, explain_data
 from smat.jobs.reports import (
     _predict_proba,
     agreement_report,
+    agreement_table,
     faithfulness_report,
     head_plausibility,
     held_out_split,
     load_groups,
-    markdown_table,
     plausibility_report,
     sample_per_group,
 )
@@ -271,11 +271,6 @@ def test_explanation_file_errors_name_the_record_and_explainer(tmp_path):
         read_records(path)
 
 
-def test_markdown_table_rejects_unknown_kind():
-    with pytest.raises(ValueError, match="unknown report kind"):
-        markdown_table("roar", {})
-
-
 def test_head_plausibility_layer_oracle_equals_the_layer_mean_explainer(trained, eraser_dir):
     rationales = load_eraser(eraser_dir, split="test")
     oracle = head_plausibility(trained, rationales)
@@ -303,7 +298,7 @@ def test_agreement_by_group_equals_agreement_on_each_group_alone(trained):
         assert part["num_examples"] == 8
         assert part["metrics"]["pearson"]["matrix"] == alone["metrics"]["pearson"]["matrix"]
         assert part["tests"] == alone["tests"]
-    table = markdown_table("agreement", report)
+    table = agreement_table(report)
     assert "| easy | 8 |" in table and "Mean over pairs by group" in table
     with pytest.raises(ValueError, match="groups has 3 labels for 24 rows"):
         agreement_report([trained], data, explain, groups=groups[:3])

@@ -4,7 +4,6 @@ command line."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
@@ -190,22 +189,21 @@ def test_small_preset_keeps_minilm_first_two_layers():
 def test_config_and_command_line():
     with pytest.raises(ValueError, match="explainers must be distinct names"):
         roar_job.RoarConfig(explainers=("random",))
-    parser = argparse.ArgumentParser()
-    roar_cli._add_roar_command(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["roar", "--recursive", "--explainers", "attention", "gradient",
-                              "--ratios", "0:100:10", "--seeds", "3", "--seed", "2",
-                              "--preset", "small", "--max-epochs", "5", "--max-len", "32"])
-    assert args.run is roar_cli._roar_command
-    data, roar, train = roar_cli.roar_configs(args)
+    command, config = roar_cli.parse_command([
+        "roar", "--recursive", "--explainers", "attention", "gradient", "--ratios", "0:100:10",
+        "--seeds", "3", "--seed", "2", "--preset", "small", "--max-epochs", "5",
+        "--max-len", "32"])
+    assert command.name == "roar"
+    data, roar, train = config.data, config.job_roar(), config.train
     assert roar.recursive and roar.explainers == ("attention", "gradient")
     assert roar.ratios == tuple(i / 10 for i in range(11)) and roar.seeds == (2, 3, 4)
     preset = roar_job.PRESETS["small"].train
     # The training flags given change the preset; the others keep its values.
     assert train == with_loop(preset, max_epochs=5, seed=2)
     assert data.max_len == 32 and data.source == "movie-snippets"
-    parallel = roar_cli.roar_configs(parser.parse_args(["roar", "--parallel-seeds"]))[2]
+    parallel = roar_cli.parse_command(["roar", "--parallel-seeds"])[1].train
     assert parallel == with_loop(preset, parallel_seeds=True)
     with pytest.raises(SystemExit):  # argparse rejects a name outside the registry
-        parser.parse_args(["roar", "--explainers", "taylor"])
+        roar_cli.parse_command(["roar", "--explainers", "taylor"])
 
 

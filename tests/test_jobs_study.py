@@ -209,12 +209,12 @@ def test_unreadable_vote_cells_name_the_file_row_and_column(tmp_path, capsys):
             "--sample-from", "block", "--output-dir", str(tmp_path / "out")]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert err == (f"smat study: error: {votes}, row 10, column 'Words': 'ten' is not a whole "
-                   "number of words (k) nor 'All' (a full-text row)\n")
+    assert err == (f"smat study score: error: {votes}, row 10, column 'Words': 'ten' is not a "
+                   "whole number of words (k) nor 'All' (a full-text row)\n")
     votes = _lu_votes(tmp_path / "votes.tsv", bad=(0, "Integrated Gradients", 10, "Correct",
                                                    "yes"))
     assert main(args) == 2
-    assert capsys.readouterr().err == (f"smat study: error: {votes}, row 4, column "
+    assert capsys.readouterr().err == (f"smat study score: error: {votes}, row 4, column "
                                        "'Correct': 'yes' is not 0 or 1\n")
     headless = tmp_path / "headless.tsv"
     lines = _lu_votes(tmp_path / "votes.tsv").read_text().splitlines()

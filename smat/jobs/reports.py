@@ -12,7 +12,7 @@ then run the batched metrics of this package and summarise them per explainer (D
 * plausibility: word-level ROC-AUC, average precision, token F1 and IOU F1 at top-k
   (:mod:`.plausibility`) against human rationales such as ERASER's.
 
-Every report is a JSON-able dict; :func:`markdown_table` renders one as the tables of
+Every report is a JSON-able dict; its ``*_table`` function renders it as the tables of
 docs/results.md.
 """
 
@@ -69,6 +69,9 @@ from smat.store.explanation_file import explainer_names, is_explanation_file
 __all__ = [
     "AgreementConfig",
     "FaithfulnessConfig",
+    "agreement_table",
+    "faithfulness_table",
+    "plausibility_table",
     "PlausibilityConfig",
     "agreement_report",
     "faithfulness_of_scores",
@@ -77,7 +80,6 @@ __all__ = [
     "held_out_split",
     "load_groups",
     "sample_per_group",
-    "markdown_table",
     "plausibility_report",
 ]
 
@@ -598,53 +600,48 @@ def _format_p(p: float) -> str:
     return "< 1e-4" if p < 1e-4 else f"{p:.2g}"
 
 
-def markdown_table(kind: str, report: dict[str, Any]) -> str:
-    """The markdown table of a report made by one of this module's functions.
+def faithfulness_table(report: dict[str, Any]) -> str:
+    """The markdown table of :func:`faithfulness_report`."""
+    lines = ["| explainer | comprehensiveness ↑ [95% CI] | sufficiency ↓ [95% CI] |",
+             "|---|---|---|"]
+    for name, r in report["explainers"].items():
+        c, s = r["comprehensiveness"], r["sufficiency"]
+        lines.append(f"| {name} | {c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}] | "
+                     f"{s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}] |")
+    return "\n".join(lines)
 
-    Args:
-      kind: "faithfulness", "agreement" or "plausibility".
-      report: the matching report.
 
-    Raises:
-      ValueError: an unknown kind.
-    """
-    if kind == "faithfulness":
-        lines = ["| explainer | comprehensiveness ↑ [95% CI] | sufficiency ↓ [95% CI] |",
-                 "|---|---|---|"]
-        for name, r in report["explainers"].items():
-            c, s = r["comprehensiveness"], r["sufficiency"]
-            lines.append(f"| {name} | {c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}] | "
-                         f"{s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}] |")
-        return "\n".join(lines)
-    if kind == "agreement":
-        metrics = list(report["metrics"])
-        lines = ["| pair | " + " | ".join(metrics) + f" | top-{report['top_k']} overlap | "
-                 "p (Holm) |", "|---|" + "---|" * (len(metrics) + 2)]
-        first = report["metrics"][metrics[0]]
-        names = first["names"]
-        tests = {t["pair"]: t for t in report["tests"]}
-        for (i, a), (j, b) in itertools.combinations(enumerate(names), 2):
-            pair = f"{a}|{b}"
-            cells = [f"{report['metrics'][m]['matrix'][i][j]:.3f}" for m in metrics]
-            lines.append(f"| {a} / {b} | " + " | ".join(cells)
-                         + f" | {report['top_k_overlap'][pair]:.3f} | "
-                         f"{_format_p(tests[pair]['p_holm'])} |")
-        lines.append("| **mean over pairs** | " + " | ".join(
-            f"**{report['metrics'][m]['mean_over_pairs']:.3f}**" for m in metrics)
-            + " | | |")
-        if "groups" in report:
-            lines += ["", "Mean over pairs by group:", "",
-                      "| group | instances | " + " | ".join(metrics) + " |",
-                      "|---|---|" + "---|" * len(metrics)]
-            lines += [f"| {label} | {group['num_examples']} | " + " | ".join(
-                f"{group['metrics'][m]['mean_over_pairs']:.3f}" for m in metrics) + " |"
-                for label, group in report["groups"].items()]
-        return "\n".join(lines)
-    if kind == "plausibility":
-        lines = ["| explainer | ROC-AUC | AP | token F1 | IOU F1 |", "|---|---|---|---|---|"]
-        for name, r in report["explainers"].items():
-            lines.append(f"| {name} | {r['roc_auc']:.3f} | {r['average_precision']:.3f} | "
-                         f"{r['token_f1']:.3f} | {r['iou_f1']:.3f} |")
-        return "\n".join(lines)
-    raise ValueError(f"unknown report kind {kind!r}; choose faithfulness, agreement or "
-                     "plausibility")
+def agreement_table(report: dict[str, Any]) -> str:
+    """The markdown table of :func:`agreement_report` (by group too, if it has groups)."""
+    metrics = list(report["metrics"])
+    lines = ["| pair | " + " | ".join(metrics) + f" | top-{report['top_k']} overlap | "
+             "p (Holm) |", "|---|" + "---|" * (len(metrics) + 2)]
+    first = report["metrics"][metrics[0]]
+    names = first["names"]
+    tests = {t["pair"]: t for t in report["tests"]}
+    for (i, a), (j, b) in itertools.combinations(enumerate(names), 2):
+        pair = f"{a}|{b}"
+        cells = [f"{report['metrics'][m]['matrix'][i][j]:.3f}" for m in metrics]
+        lines.append(f"| {a} / {b} | " + " | ".join(cells)
+                     + f" | {report['top_k_overlap'][pair]:.3f} | "
+                     f"{_format_p(tests[pair]['p_holm'])} |")
+    lines.append("| **mean over pairs** | " + " | ".join(
+        f"**{report['metrics'][m]['mean_over_pairs']:.3f}**" for m in metrics)
+        + " | | |")
+    if "groups" in report:
+        lines += ["", "Mean over pairs by group:", "",
+                  "| group | instances | " + " | ".join(metrics) + " |",
+                  "|---|---|" + "---|" * len(metrics)]
+        lines += [f"| {label} | {group['num_examples']} | " + " | ".join(
+            f"{group['metrics'][m]['mean_over_pairs']:.3f}" for m in metrics) + " |"
+            for label, group in report["groups"].items()]
+    return "\n".join(lines)
+
+
+def plausibility_table(report: dict[str, Any]) -> str:
+    """The markdown table of :func:`plausibility_report`."""
+    lines = ["| explainer | ROC-AUC | AP | token F1 | IOU F1 |", "|---|---|---|---|---|"]
+    for name, r in report["explainers"].items():
+        lines.append(f"| {name} | {r['roc_auc']:.3f} | {r['average_precision']:.3f} | "
+                     f"{r['token_f1']:.3f} | {r['iou_f1']:.3f} |")
+    return "\n".join(lines)

@@ -27,6 +27,7 @@ from flax import nnx
 
 from smat.data import Encoded
 from smat.explainers import attention
+from smat.explainers.normalizers import NORMALIZERS
 from smat.models import functional
 from smat.models.inference import (
     map_batches,
@@ -74,7 +75,8 @@ class StudentTrainConfig:
     meta_interval: int = 1
     inner_learning_rate: float = 5e-3
     outer_learning_rate: float | None = None
-    normalizer: str = "sparsemax"
+    normalizer: str = dataclasses.field(default="sparsemax",
+                                        metadata={"choices": tuple(NORMALIZERS)})
     ig_steps: int = 50
     init_seed: int = 0
     per_seed_init: bool = False
