@@ -108,3 +108,24 @@ def test_bad_arguments(tokenizer):
         tokenize_texts(["a", "b"], tokenizer, max_len=8, text_pairs=["x"])
     with pytest.raises(TypeError, match=r"texts\[1\] must be a str"):
         tokenize_texts(["a", 3], tokenizer, max_len=8)
+
+
+def test_shuffled_tokens_permute_real_tokens_within_segments_per_row():
+    from smat.data import Encoded, shuffled_tokens
+
+    ids = np.array([[2, 10, 11, 12, 13, 3, 20, 21, 22, 3, 0, 0],
+                    [2, 30, 31, 32, 33, 34, 35, 36, 3, 0, 0, 0]], np.int32)
+    mask = (ids != 0).astype(np.int32)
+    types = np.array([[0] * 6 + [1] * 4 + [0] * 2, [0] * 12], np.int32)
+    special = (ids == 2) | (ids == 3) | (ids == 0)
+    data = Encoded(ids, mask, types, special, np.array([0, 1], np.int32))
+    out = shuffled_tokens(data, [7, 8]).input_ids
+    np.testing.assert_array_equal(out[special], ids[special])  # [CLS], [SEP], padding stay
+    for segment in (0, 1):  # each segment keeps its own tokens
+        where = ~special[0] & (types[0] == segment)
+        assert sorted(out[0][where]) == sorted(ids[0][where])
+    assert sorted(out[1]) == sorted(ids[1]) and not np.array_equal(out[1], ids[1])
+    # the order follows the data-set row, not the batch
+    alone = shuffled_tokens(Encoded(*(a[1:] for a in data)), [8]).input_ids
+    np.testing.assert_array_equal(alone[0], out[1])
+    assert not np.array_equal(shuffled_tokens(data, [7, 9]).input_ids[1], out[1])

@@ -162,3 +162,25 @@ def test_students_of_several_seeds_in_one_program_equal_separate_runs(teacher, s
     with pytest.raises(ValueError, match="one model per seed"):
         train_student([tiny_classifier()], train, valid, test, task="classification",
                       config=config, seeds=seeds, output_dir=tmp_path / "bad")
+
+
+@pytest.mark.parametrize("setting", ["smat", "gradient"])
+def test_shuffled_text_control_explains_the_shuffled_tokens_and_keeps_the_logits(teacher,
+                                                                                  setting):
+    from smat.data import shuffled_tokens
+
+    graphdef, params = teacher
+    data = synthetic_encoded(20, seed=3)
+    own = cache_teacher(graphdef, params, data, setting=setting, ig_steps=4, batch_size=16)
+    control = cache_teacher(graphdef, params, data, setting=setting, ig_steps=4,
+                            batch_size=16, explanation_source="shuffled_text")
+    by_hand = cache_teacher(graphdef, params, shuffled_tokens(data, np.arange(20)),
+                            setting=setting, ig_steps=4, batch_size=16)
+    np.testing.assert_array_equal(control.input_ids, data.input_ids)  # the student's text
+    np.testing.assert_allclose(control.teacher_logits, own.teacher_logits, rtol=1e-6)
+    explanation = "teacher_features" if setting == "smat" else "teacher_scores"
+    np.testing.assert_allclose(getattr(control, explanation), getattr(by_hand, explanation),
+                               rtol=1e-5, atol=1e-6)
+    assert not np.allclose(getattr(control, explanation), getattr(own, explanation))
+    with pytest.raises(ValueError, match="explanation_source must be one of"):
+        StudentTrainConfig(explanation_source="shuffled")

@@ -20,6 +20,7 @@ from smat.compile_cache import COMPILE_CACHE_ENV
 from smat.jobs.attacks import AttackConfig
 from smat.jobs.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
 from smat.jobs.explain import ExplainConfig
+from smat.jobs.leakage import LeakageConfig
 from smat.jobs.reports import AgreementConfig, FaithfulnessConfig, PlausibilityConfig
 from smat.jobs.roar import PRESETS, RoarConfig
 from smat.jobs.runs import DataConfig, run_student, run_teacher
@@ -376,8 +377,7 @@ class Explain:
 
     model: str = field(metadata={"metavar": "FOLDER"})
     texts: str = field(metadata={"positional": True, "doc": TEXTS_FILE_DOC})
-    explain: ExplainConfig = field(default_factory=ExplainConfig,
-                                   metadata={"skip": ("num_examples",)})
+    explain: ExplainConfig = field(metadata={"skip": ("num_examples",)})
     output_dir: str = "runs/explain"
     word_pieces: bool = False
     runtime: Runtime = runtime_field()
@@ -483,7 +483,7 @@ class Faithfulness:
 
     model: str = field(metadata={"metavar": "FOLDER"})
     texts: str | None = texts_field()
-    faithfulness: FaithfulnessConfig = field(default_factory=FaithfulnessConfig)
+    faithfulness: FaithfulnessConfig
     output_dir: str = "runs/faithfulness"
     runtime: Runtime = runtime_field()
 
@@ -518,7 +518,7 @@ class Agreement:
     variant: tuple[tuple[str, ...], ...] | None = field(default=None, metadata={
         "append": True, "metavar": ("NAME", "MODEL"), "shown": "none"})
     texts: str | None = texts_field()
-    agreement: AgreementConfig = field(default_factory=AgreementConfig)
+    agreement: AgreementConfig
     output_dir: str = "runs/agreement"
     runtime: Runtime = runtime_field()
 
@@ -589,7 +589,7 @@ class Sanity:
 
     model: str = field(metadata={"metavar": "FOLDER"})
     texts: str | None = texts_field()
-    sanity: SanityConfig = field(default_factory=SanityConfig)
+    sanity: SanityConfig
     output_dir: str = "runs/sanity"
     runtime: Runtime = runtime_field()
 
@@ -619,7 +619,7 @@ class Attack:
 
     model: str = field(metadata={"metavar": "FOLDER"})
     texts: str | None = texts_field()
-    attack: AttackConfig = field(default_factory=AttackConfig)
+    attack: AttackConfig
     output_dir: str = "runs/attack"
     runtime: Runtime = runtime_field()
 
@@ -635,6 +635,34 @@ def attack(config: Attack) -> int:
 
 
 @command_config
+class Leakage:
+    """can the predicted class be read from explanations alone? (a probe on positions and
+    mass, without the text)
+
+    Attributes:
+      model: a `smat train-teacher` model folder.
+      leakage: the explainers (learned ones as their folders) and the probe.
+      output_dir: where leakage.json and leakage.md go.
+    """
+
+    model: str = field(metadata={"metavar": "FOLDER"})
+    texts: str | None = texts_field()
+    leakage: LeakageConfig
+    output_dir: str = "runs/leakage"
+    runtime: Runtime = runtime_field()
+
+
+def leakage(config: Leakage) -> int:
+    from smat.jobs.leakage import leakage_report, leakage_table
+
+    settings = config.leakage
+    return model_report(config, settings.explain, read_texts(config.texts) if config.texts
+                        else None,
+                        lambda trained, data: leakage_report(trained, data, settings),
+                        "leakage", leakage_table)
+
+
+@command_config
 class Plausibility:
     """agreement with human rationales (ERASER format)
 
@@ -645,7 +673,7 @@ class Plausibility:
     """
 
     model: str = field(metadata={"metavar": "FOLDER"})
-    plausibility: PlausibilityConfig = field(metadata={})
+    plausibility: PlausibilityConfig
     output_dir: str = "runs/plausibility"
     runtime: Runtime = runtime_field()
 
@@ -683,8 +711,7 @@ class StudyBuild:
 
     model: str = field(metadata={"metavar": "FOLDER"})
     # the study's rows are --num-samples, an equal share per class
-    study: StudyConfig = field(default_factory=StudyConfig,
-                               metadata={"skip": ("num_examples",)})
+    study: StudyConfig = field(metadata={"skip": ("num_examples",)})
     output_dir: str = "runs/study"
     runtime: Runtime = runtime_field()
 
@@ -853,6 +880,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("sanity", Sanity, sanity),
     Command("attack", Attack, attack),
     Command("plausibility", Plausibility, plausibility),
+    Command("leakage", Leakage, leakage),
     Command("study build", StudyBuild, study_build),
     Command("study read", StudyRead, study_read),
     Command("study score", StudyScore, study_score),

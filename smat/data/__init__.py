@@ -38,6 +38,7 @@ from smat.data.splits import train_validation_test_split as train_validation_tes
 from smat.data.tokenization import Encoded as Encoded
 from smat.data.tokenization import TokenizeStats as TokenizeStats
 from smat.data.tokenization import TruncationWarning as TruncationWarning
+from smat.data.tokenization import shuffled_tokens as shuffled_tokens
 from smat.data.tokenization import tokenize as tokenize
 from smat.data.tokenization import tokenize_texts as tokenize_texts
 from smat.data.tokenization import tokenize_with_stats as tokenize_with_stats
@@ -65,6 +66,7 @@ __all__ = [
     "num_batches",
     "pad_word_masks",
     "padded_length",
+    "shuffled_tokens",
     "smat_split",
     "spans_to_word_mask",
     "student_split",

@@ -207,3 +207,24 @@ def tokenize_texts(texts: Sequence[str], tokenizer: Any, *, max_len: int,
     """
     labels = np.full(len(texts), UNLABELLED, dtype=np.int32)
     return _encode(texts, text_pairs, labels, tokenizer, max_len)[0]
+
+
+def shuffled_tokens(data: Encoded, rows: Sequence[int], *, seed: int = 0) -> Encoded:
+    """`data` with each row's real tokens in a random order, fixed per data-set row: the
+    special tokens and padding stay where they are, and tokens move only within their
+    segment (so a text pair stays a pair).
+
+    Args:
+      data: tokenized rows.
+      rows: each row's index in its data set (its order depends on it, not on the batch).
+      seed: the shuffle's seed.
+    """
+    ids = np.array(data.input_ids, copy=True)
+    movable = ~np.asarray(data.special_tokens_mask, bool) & (np.asarray(data.attention_mask) != 0)
+    types = np.asarray(data.token_type_ids)
+    for i, row in enumerate(rows):
+        rng = np.random.default_rng([seed, int(row)])
+        for segment in np.unique(types[i][movable[i]]):
+            where = np.flatnonzero(movable[i] & (types[i] == segment))
+            ids[i, where] = ids[i, rng.permutation(where)]
+    return data._replace(input_ids=ids)

@@ -358,9 +358,12 @@ def _label_balance(labels: np.ndarray, task: str) -> dict[str, float] | None:
 
 def _cached_student_rows(teacher_dir: Path, trained: model_store.TrainedModel,
                          parts: ProtocolData, *, setting: str, ig_steps: int,
-                         num_examples: int) -> tuple[StudentRows, StudentRows, StudentRows]:
-    """Teacher outputs over the student splits, computed once per (setting, size) on disk."""
-    path = teacher_dir / "cache" / f"{setting}-n{num_examples}-ig{ig_steps}.npz"
+                         num_examples: int, explanation_source: str = "text",
+                         ) -> tuple[StudentRows, StudentRows, StudentRows]:
+    """Teacher outputs over the student splits, computed once per (setting, size,
+    explanation source) on disk."""
+    source = "" if explanation_source == "text" else f"-{explanation_source}"
+    path = teacher_dir / "cache" / f"{setting}-n{num_examples}-ig{ig_steps}{source}.npz"
     names = ("train", "validation", "test")
 
     def compute() -> dict[str, np.ndarray]:
@@ -368,7 +371,8 @@ def _cached_student_rows(teacher_dir: Path, trained: model_store.TrainedModel,
         # Static explanations only enter the explanation loss of training rows; validation
         # and test rows need the teacher's logits (and SMaT's validation rows its features).
         held_out = setting if setting == LEARNED else NO_EXPLAINER
-        parts_rows = [cache_teacher(graphdef, params, data, setting=kind, ig_steps=ig_steps)
+        parts_rows = [cache_teacher(graphdef, params, data, setting=kind, ig_steps=ig_steps,
+                                    explanation_source=explanation_source)
                       for data, kind in ((parts.student_train, setting),
                                          (parts.student_validation, held_out),
                                          (parts.student_test, held_out))]
@@ -499,7 +503,8 @@ def _student_inputs(teacher_dir: Path, teacher_config: dict[str, Any],
     parts = protocol_data(data, load_examples(data), trained.tokenizer,
                           num_examples=num_examples)
     rows = _cached_student_rows(teacher_dir, trained, parts, setting=config.explainer,
-                                ig_steps=config.ig_steps, num_examples=num_examples)
+                                ig_steps=config.ig_steps, num_examples=num_examples,
+                                explanation_source=config.explanation_source)
     for folder, recorded in zip(folders, settings, strict=True):
         write_json_atomic(folder / "config.json", recorded)
 

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from smat.data import Encoded
+from smat.data import Encoded, shuffled_tokens
 from smat.explainers import attention
 from smat.explainers.normalizers import NORMALIZERS
 from smat.models import functional
@@ -43,6 +43,10 @@ from smat.training.task_metrics import primary_metric, task_metrics
 
 OUTER_LEARNING_RATE = {"classification": 5e-4, "regression": 2e-4}
 """The authors' Adam rate of the SMaT head coefficients per task (IMDB / MLQE configs)."""
+
+
+# what a teacher explanation is computed on (StudentTrainConfig.explanation_source)
+EXPLANATION_SOURCES = ("text", "shuffled_text")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,6 +69,10 @@ class StudentTrainConfig:
         and validation draws).
       per_seed_init: draw each seed's task head from its own seed instead (more variance
         between seeds; smat's behaviour before it followed the reference).
+      explanation_source: the text each teacher explanation is computed on: the row's own
+        ("text"), or its tokens in a random order fixed per row ("shuffled_text"), the
+        leakage control: an explanation that points at evidence stops helping, a label
+        encoded in where the mass sits survives (smat.jobs.leakage).
       loop: how the training loop batches (the batch size is also the outer step's
         validation batch), evaluates (on validation simulability), stops and runs seeds
         (LoopConfig; the seed also draws the outer step's validation batches).
@@ -80,6 +88,8 @@ class StudentTrainConfig:
     ig_steps: int = 50
     init_seed: int = 0
     per_seed_init: bool = False
+    explanation_source: str = dataclasses.field(default="text",
+                                                metadata={"choices": EXPLANATION_SOURCES})
     # The authors' students stop on patience, not on an epoch cap (patience 10 for
     # classification; their regression runs use patience 5 and batch 16).
     loop: LoopConfig = LoopConfig(max_epochs=100, patience=10)
@@ -92,6 +102,9 @@ class StudentTrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"StudentTrainConfig.{name} must be >= 1, got "
                                  f"{getattr(self, name)!r}")
+        if self.explanation_source not in EXPLANATION_SOURCES:
+            raise ValueError(f"StudentTrainConfig.explanation_source must be one of "
+                             f"{EXPLANATION_SOURCES}, got {self.explanation_source!r}")
         if self.init_seed < 0:
             raise ValueError(f"StudentTrainConfig.init_seed must be >= 0, got {self.init_seed}")
         if self.beta is not None and self.beta < 0:
@@ -137,7 +150,8 @@ def _teacher_logits_and_pooled(graphdef, params, input_ids, attention_mask, toke
 
 def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
                   setting: str, ig_steps: int = 50, batch_size: int = 32,
-                  mesh: jax.sharding.Mesh | None = None) -> StudentRows:
+                  mesh: jax.sharding.Mesh | None = None,
+                  explanation_source: str = "text") -> StudentRows:
     """Run the fixed teacher once over `data` and keep what the student step needs.
 
     Runs through :func:`smat.models.inference.map_batches` on uncut batches (the student
@@ -151,6 +165,8 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
       ig_steps: quadrature nodes for ``integrated_gradients``.
       batch_size: rows per teacher call (a multiple of the mesh's devices).
       mesh: data parallelism (:mod:`smat.parallel`); None uses the ambient mesh, if any.
+      explanation_source: "shuffled_text" explains each row's tokens in a random order
+        (:func:`smat.data.shuffled_tokens`); the logits stay the row's own.
 
     Returns:
       :class:`StudentRows` aligned with `data`.
@@ -160,6 +176,11 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
         args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)
         logits, pooled = _teacher_logits_and_pooled(*args)
         outputs = {"logits": logits}
+        if explanation_source == "shuffled_text" and setting != "none":
+            shuffled = shuffled_tokens(Encoded(*(np.asarray(a) for a in batch)), rows)
+            args = (graphdef, params, shuffled.input_ids, batch.attention_mask,
+                    batch.token_type_ids)
+            pooled = _teacher_logits_and_pooled(*args)[1]
         if setting == "smat":
             outputs["features"] = pooled
         elif setting != "none":  # a static teacher explainer (smat.jobs.explain, paper §5)

@@ -1,0 +1,25 @@
+"""`smat leakage` on the tiny teacher: one probe row per explainer plus the length-only
+reference, written as leakage.json / leakage.md."""
+
+import json
+
+from smat.cli import main
+
+
+def test_leakage_command_probes_each_explainer_and_the_length(tiny_teacher, tmp_path, capsys):
+    out = tmp_path / "leakage"
+    assert main(["leakage", "--model", str(tiny_teacher / "model"), "--explainers", "gradient",
+                 "attention_all", "--folds", "4", "--bins", "4", "--no-progress",
+                 "--output-dir", str(out)]) == 0
+    report = json.loads((out / "leakage.json").read_text())
+    assert report["num_examples"] == 40 and sum(report["predicted_class_counts"]) == 40
+    assert sorted(report["explainers"]) == ["attention_all", "gradient"]
+    for probe in (*report["explainers"].values(), report["length_only"]):
+        assert 0 <= probe["accuracy"] <= 1 and len(probe["fold_accuracies"]) == 4
+        assert probe["num_rows"] == 40
+    printed = capsys.readouterr().out
+    assert "| *length only* |" in printed and printed.strip() == (
+        out / "leakage.md").read_text().strip()
+    assert main(["leakage", "--model", str(tiny_teacher / "model"), "--explainers",
+                 "gradient", "--folds", "1", "--output-dir", str(out)]) == 2
+    assert "--folds must be >= 2, got 1" in capsys.readouterr().err
