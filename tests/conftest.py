@@ -18,6 +18,14 @@ os.environ.update(HOME=_HOME, XDG_CACHE_HOME=os.path.join(_HOME, ".cache"),
 # In-process command-line calls compile afresh unless a test passes --compile-cache.
 os.environ["SMAT_COMPILE_CACHE"] = "off"
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+# The suite compiles hundreds of small programs and runs each briefly, and LLVM's
+# optimisation passes are most of XLA:CPU's compile time: tests compile without them (the
+# same HLO, so the same semantics; machine code that runs slower). Subprocesses inherit it.
+# SMAT_TEST_OPTIMIZED=1 compiles with XLA's defaults, as users' programs are.
+_FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+if os.environ.get("SMAT_TEST_OPTIMIZED") != "1":
+    _given = os.environ.get("XLA_FLAGS", "").split()  # xdist workers inherit the controller's
+    os.environ["XLA_FLAGS"] = " ".join([*_given, *(f for f in _FAST_COMPILE if f not in _given)])
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

@@ -78,9 +78,10 @@ def test_deeplift_shap_is_the_mean_over_references(data):
                                    return_convergence_delta=True)
     each = [baselines.deeplift(f, x, mask, baselines=r, target=1,
                                return_convergence_delta=True) for r in references]
+    # float32 sums in another order (the suite compiles without LLVM's passes): 1e-5
     np.testing.assert_allclose(shap.attributions,
                                np.mean([e.attributions for e in each], 0), rtol=1e-5,
-                               atol=1e-6)
+                               atol=1e-5)
     np.testing.assert_allclose(shap.delta, np.mean([e.delta for e in each], 0), atol=1e-5)
     np.testing.assert_allclose(shap.saliency.scores,
                                np.where(mask, np.asarray(shap.attributions).sum(-1), 0),
