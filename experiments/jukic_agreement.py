@@ -44,9 +44,10 @@ Variants (``get_config``):
         --output-dir runs/jukic_cpu
 
 Writes ``table.md`` and ``results.json`` (resumable: finished teachers are reused).
-Measured runtime of the cpu variant: 64 min for the call that trained the final seeds and
-explained, plus 46 min of grid teachers it reused from an earlier call, with other jobs
-sharing the 2 cores (docs/reproduce/jukic.md).
+Measured runtime of the cpu variant (5 seeds): 39 min for the call that trained the last
+seeds' teachers and explained, plus 64 min of teachers it reused from an earlier call
+stopped by the kernel's out-of-memory killer, with other jobs sharing the 2 cores
+(docs/reproduce/jukic.md).
 """
 
 from __future__ import annotations
