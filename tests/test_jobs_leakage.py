@@ -23,3 +23,17 @@ def test_leakage_command_probes_each_explainer_and_the_length(tiny_teacher, tmp_
     assert main(["leakage", "--model", str(tiny_teacher / "model"), "--explainers",
                  "gradient", "--folds", "1", "--output-dir", str(out)]) == 2
     assert "--folds must be >= 2, got 1" in capsys.readouterr().err
+
+
+def test_shuffled_text_control_student_runs_on_its_own_cached_explanations(tiny_teacher,
+                                                                           tmp_path, capsys):
+    common = ["train-student", "--teacher", str(tiny_teacher), "--explainers", "smat",
+              "--size", "16", "--max-epochs", "1", "--batch-size", "8", "--no-progress"]
+    assert main([*common, "--explanation-source", "shuffled_text", "--output-dir",
+                 str(tmp_path / "control")]) == 0
+    control = json.loads(capsys.readouterr().out)
+    assert control["explainer"] == "smat" and "accuracy" in control["test"]
+    recorded = json.loads((tmp_path / "control" / "config.json").read_text())
+    assert recorded["student"]["explanation_source"] == "shuffled_text"
+    # the teacher's explanations of shuffled rows are cached apart from the plain ones
+    assert (tiny_teacher / "cache" / "smat-n16-ig50-shuffled_text.npz").is_file()
