@@ -458,13 +458,30 @@ def evaluation_rows(trained: Any, texts: Sequence[str] | None, num_examples: int
     return data
 
 
-def model_report(config: Any, explain: ExplainConfig, texts: Sequence[str] | None,
+@command_config
+class ModelEvaluation:
+    """The fields of an evaluation of one trained model on its held-out split or a user's
+    texts (faithfulness, sanity, attack, leakage); each command adds its settings and
+    output folder."""
+
+    model: str = field(metadata={"metavar": "FOLDER",
+                                 "doc": "a `smat train-teacher` model folder."})
+    texts: str | None = texts_field()
+    runtime: Runtime = runtime_field()
+
+
+def model_report(config: ModelEvaluation, explain: ExplainConfig,
                  compute: Callable[[Any, Any], dict[str, Any]], name: str,
-                 table: Callable[[dict[str, Any]], str]) -> int:
-    """An evaluation of one model (``config.model``): `compute` (model, rows) on the rows
-    of :func:`evaluation_rows`, written by :func:`write_report` as NAME.json / NAME.md."""
+                 table: Callable[[dict[str, Any]], str], *,
+                 explanation_files: bool = False) -> int:
+    """Run `compute` (model, rows) on the rows of :func:`evaluation_rows` and write it by
+    :func:`write_report` as NAME.json / NAME.md. The texts are read before the model is
+    loaded; with `explanation_files`, a file of explanations among the explainers brings
+    its own (:func:`evaluation_texts`)."""
     from smat.store.model_store import load
 
+    texts = (evaluation_texts(config.texts, explain) if explanation_files
+             else read_texts(config.texts) if config.texts else None)
     trained = load(config.model, precision=explain.precision)
     report = compute(trained, evaluation_rows(trained, texts, explain.num_examples))
     write_report(config.output_dir, name, report, table(report))
@@ -472,32 +489,27 @@ def model_report(config: Any, explain: ExplainConfig, texts: Sequence[str] | Non
 
 
 @command_config
-class Faithfulness:
+class Faithfulness(ModelEvaluation):
     """comprehensiveness / sufficiency of explainers (ERASER AOPC)
 
     Attributes:
-      model: a `smat train-teacher` model folder.
       faithfulness: the explainers and the AOPC settings.
       output_dir: where faithfulness.json and faithfulness.md go.
     """
 
-    model: str = field(metadata={"metavar": "FOLDER"})
-    texts: str | None = texts_field()
     faithfulness: FaithfulnessConfig
     output_dir: str = "runs/faithfulness"
-    runtime: Runtime = runtime_field()
 
 
 def faithfulness(config: Faithfulness) -> int:
     from smat.jobs.reports import faithfulness_report, faithfulness_table
 
     settings = config.faithfulness
-    return model_report(config, settings.explain, evaluation_texts(config.texts,
-                                                                   settings.explain),
+    return model_report(config, settings.explain,
                         lambda trained, data: faithfulness_report(
                             trained, data, settings.explain, bins=settings.bins,
                             replacement=settings.replacement),
-                        "faithfulness", faithfulness_table)
+                        "faithfulness", faithfulness_table, explanation_files=True)
 
 
 @command_config
@@ -577,21 +589,17 @@ def agreement(config: Agreement) -> int:
 
 
 @command_config
-class Sanity:
+class Sanity(ModelEvaluation):
     """model-randomization sanity checks of explainers (cascading / independent block
     re-initialisation)
 
     Attributes:
-      model: a `smat train-teacher` model folder.
       sanity: the explainers and the randomization.
       output_dir: where sanity.json, sanity.md and the plot go.
     """
 
-    model: str = field(metadata={"metavar": "FOLDER"})
-    texts: str | None = texts_field()
     sanity: SanityConfig
     output_dir: str = "runs/sanity"
-    runtime: Runtime = runtime_field()
 
 
 def sanity(config: Sanity) -> int:
@@ -599,65 +607,54 @@ def sanity(config: Sanity) -> int:
 
     settings = config.sanity
     plot = Path(config.output_dir) / f"sanity_{settings.mode}.png"
-    return model_report(config, settings.explain, read_texts(config.texts) if config.texts
-                        else None,
+    return model_report(config, settings.explain,
                         lambda trained, data: sanity_report(trained, data, settings,
                                                             plot_path=plot),
                         "sanity", sanity_table)
 
 
 @command_config
-class Attack:
+class Attack(ModelEvaluation):
     """adversarial attacks on explanations (top-k attack, unconstrained or the thesis's
     constrained objective)
 
     Attributes:
-      model: a `smat train-teacher` model folder.
       attack: the explainers and the attack.
       output_dir: where attack_{objective}.json and .md go.
     """
 
-    model: str = field(metadata={"metavar": "FOLDER"})
-    texts: str | None = texts_field()
     attack: AttackConfig
     output_dir: str = "runs/attack"
-    runtime: Runtime = runtime_field()
 
 
 def attack(config: Attack) -> int:
     from smat.jobs.attacks import attack_report, attack_table
 
     settings = config.attack
-    return model_report(config, settings.explain, read_texts(config.texts) if config.texts
-                        else None,
+    return model_report(config, settings.explain,
                         lambda trained, data: attack_report(trained, data, settings),
                         f"attack_{settings.objective}", attack_table)
 
 
 @command_config
-class Leakage:
+class Leakage(ModelEvaluation):
     """can the predicted class be read from explanations alone? (a probe on positions and
     mass, without the text)
 
     Attributes:
-      model: a `smat train-teacher` model folder.
       leakage: the explainers (learned ones as their folders) and the probe.
       output_dir: where leakage.json and leakage.md go.
     """
 
-    model: str = field(metadata={"metavar": "FOLDER"})
-    texts: str | None = texts_field()
     leakage: LeakageConfig
     output_dir: str = "runs/leakage"
-    runtime: Runtime = runtime_field()
 
 
 def leakage(config: Leakage) -> int:
     from smat.jobs.leakage import leakage_report, leakage_table
 
     settings = config.leakage
-    return model_report(config, settings.explain, read_texts(config.texts) if config.texts
-                        else None,
+    return model_report(config, settings.explain,
                         lambda trained, data: leakage_report(trained, data, settings),
                         "leakage", leakage_table)
 
