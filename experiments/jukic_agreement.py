@@ -73,6 +73,7 @@ from smat.jobs.reports import (
     sample_per_group,
 )
 from smat.jobs.runs import DataConfig, run_teacher
+from smat.models import ModelSource
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig, seed_folders
@@ -137,7 +138,7 @@ def select_weights(config: dict[str, Any], output_dir: Path, *, model_source: st
     """The paper's weight selection (A.2) on the first seed: one teacher per grid point."""
     seed = config["seeds"][0]
     base = run_teacher(data=config["data"], train=config["teacher"], seeds=[seed],
-                       output_dir=output_dir / "base", model_source=model_source,
+                       output_dir=output_dir / "base", model=ModelSource(model_source),
                        progress=progress)[0]
     chosen = {}
     for name, grid in (("conicity", config["conicity_grid"]), ("tying", config["tying_grid"])):
@@ -146,7 +147,7 @@ def select_weights(config: dict[str, Any], output_dir: Path, *, model_source: st
             train = dataclasses.replace(config["teacher"], **{f"{name}_weight": weight})
             result = run_teacher(data=config["data"], train=train, seeds=[seed],
                                  output_dir=output_dir / f"{name}_{weight:g}",
-                                 model_source=model_source, progress=progress)[0]
+                                 model=ModelSource(model_source), progress=progress)[0]
             f1[weight] = _validation_f1(result)
         chosen[name] = {"grid_validation_f1": {f"{w:g}": v for w, v in f1.items()},
                         "weight": select_weight(f1, unregularized=_validation_f1(base))}
@@ -179,7 +180,7 @@ def run(variant: str, *, data_dir: str, output_dir: str | Path, model_source: st
         if others:
             records[name] += run_teacher(data=config["data"], train=train, seeds=others,
                                          output_dir=output_dir / name,
-                                         model_source=model_source, progress=progress)
+                                         model=ModelSource(model_source), progress=progress)
             run_dirs[name] += seed_folders(output_dir / name, others)
         models[name] = [model_store.load(d / "model") for d in run_dirs[name]]
     trained_seconds = round(time.perf_counter() - start, 1)

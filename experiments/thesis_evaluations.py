@@ -118,7 +118,7 @@ from smat.jobs.reports import faithfulness_of_scores
 from smat.jobs.roar import PRESETS
 from smat.jobs.runs import DataConfig, run_teacher
 from smat.jobs.sanity import SanityConfig, plot_sanity, sanity_report, sanity_table
-from smat.models import functional, minilm_path
+from smat.models import ModelSource, functional, minilm_path
 from smat.models.inference import predict_logits
 from smat.store import model_store
 from smat.store.run_log import cached_arrays, settings_hash, write_json_atomic
@@ -178,12 +178,12 @@ _SIZES = {
                   attack_ig_steps=50, attack_epsilons=(THESIS_EPSILON, 0.05),
                   sanity_modes=("cascading", "independent"), batch_size=16,
                   sanity_batch_size=4, attack_batch_size=8,
-                  small_layers=PRESETS["small"].num_layers),
+                  small_layers=PRESETS["small"].model.num_layers),
     "cpu": dict(train_rows=2_000, held_out_rows=200, eval_rows=50, sanity_rows=20,
                 attack_rows=8, max_len=64, ig_steps=20, attack_steps=50, attack_ig_steps=5,
                 attack_epsilons=(THESIS_EPSILON, 0.05), sanity_modes=("cascading",),
                 batch_size=16, sanity_batch_size=2, attack_batch_size=8,
-                small_layers=PRESETS["small"].num_layers),
+                small_layers=PRESETS["small"].model.num_layers),
     "smoke": dict(train_rows=160, held_out_rows=24, eval_rows=12, sanity_rows=6,
                   attack_rows=4, max_len=32, ig_steps=4, attack_steps=10, attack_ig_steps=2,
                   attack_epsilons=(THESIS_EPSILON, 0.5),
@@ -224,7 +224,7 @@ def get_config(variant: str, *, data_dir: str | Path) -> dict[str, Any]:
     elif variant == "cpu":
         teachers = {"minilm": (_thesis_recipe(sizes["train_rows"], epochs=2, learning_rate=1e-4,
                                               patience=2, evals_per_epoch=2), "scalar_mix"),
-                    "small": (PRESETS["small"].train, PRESETS["small"].pooling)}
+                    "small": (PRESETS["small"].train, PRESETS["small"].model.pooling)}
     else:
         tiny = TeacherTrainConfig(learning_rate=2e-3, warmup_steps=2, schedule="linear_decay",
                                   loop=LoopConfig(batch_size=16, max_epochs=2, patience=2))
@@ -333,8 +333,9 @@ def train_teachers(config: dict[str, Any], data: dict[str, Any], output_dir: Pat
     for name in MODELS:
         train, pooling = config["teachers"][name]
         (records[name],) = run_teacher(data=data_config, train=train,
-                                       output_dir=output_dir / name, pooling=pooling,
-                                       model_source=str(sources[name]), progress=progress)
+                                       output_dir=output_dir / name,
+                                       model=ModelSource(str(sources[name]), pooling),
+                                       progress=progress)
     return records
 
 

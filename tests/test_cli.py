@@ -333,7 +333,7 @@ def test_explain_shows_a_progress_bar_over_its_rows(tiny_teacher, tmp_path, caps
 
 def test_old_flag_spellings_still_work_for_one_release_with_a_warning(capsys):
     _, config = cli.parse_command(["train-teacher", "--model", "some/encoder"])
-    assert config.encoder == "some/encoder"
+    assert config.model.encoder == "some/encoder"
     assert "--model is now --encoder" in capsys.readouterr().err
     _, config = cli.parse_command(["train-student", "--teacher", "t", "--explainer", "smat",
                                    "--num-examples", "64"])

@@ -222,7 +222,7 @@ def test_thesis_variants_follow_the_thesis(tmp_path):
     assert thesis.warmup_steps == round(0.06 * (54_000 // 16) * 10)  # 6% of the steps
     cpu = thesis_evaluations.get_config("cpu", data_dir=data_dir)
     assert cpu["teachers"]["small"] == (PRESETS["small"].train, "mean")
-    assert cpu["small_layers"] == PRESETS["small"].num_layers == 2
+    assert cpu["small_layers"] == PRESETS["small"].model.num_layers == 2
     assert cpu["sanity_modes"] == ("cascading",)
     assert len(thesis_evaluations.METHODS) == 7
     assert set(thesis_evaluations.EXPLAINERS) <= set(registry.STATIC)

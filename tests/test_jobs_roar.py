@@ -4,6 +4,7 @@ command line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -170,10 +171,12 @@ def test_roar_explains_batch_independent_explainers_as_smat_explain_does():
 
 
 def test_small_preset_keeps_minilm_first_two_layers():
-    small, tokenizer = roar_job.load_preset_model("small", task="classification",
-                                                  num_labels=2, seed=0)
-    full, _ = roar_job.from_pretrained(roar_job.minilm_path(), task="classification",
-                                       num_labels=2, pooling="mean")
+    from smat.models import ModelSource, from_pretrained, minilm_path
+
+    small, tokenizer = roar_job.PRESETS["small"].model.load(task="classification",
+                                                           num_labels=2, seed=0)
+    full, _ = from_pretrained(minilm_path(), task="classification", num_labels=2,
+                              pooling="mean")
     assert small.encoder.config.num_layers == 2 and tokenizer.mask_token_id == 103
     np.testing.assert_array_equal(small.encoder.layers.intermediate.kernel[...],
                                   full.encoder.layers.intermediate.kernel[...][:2])
@@ -184,6 +187,13 @@ def test_small_preset_keeps_minilm_first_two_layers():
     assert keep_first_layers(full, 6) is full
     with pytest.raises(ValueError, match="cannot keep 7 layers of an encoder with 6"):
         keep_first_layers(full, 7)
+    with pytest.raises(ValueError, match="--num-layers: .*cannot keep 7 layers"):
+        ModelSource(num_layers=7).load(task="classification", num_labels=2, seed=0)
+    recorded = roar_job.PRESETS["small"].model.settings()
+    assert ModelSource.from_settings(recorded).settings() == recorded
+    assert recorded == {"model_source": str(minilm_path()), "pooling": "mean", "num_layers": 2}
+    # a whole encoder's record is what runs recorded before num_layers existed
+    assert set(ModelSource().settings()) == {"model_source", "pooling"}
 
 
 def test_config_and_command_line():
@@ -203,6 +213,13 @@ def test_config_and_command_line():
     assert data.max_len == 32 and data.source == "movie-snippets"
     parallel = roar_cli.parse_command(["roar", "--parallel-seeds"])[1].train
     assert parallel == with_loop(preset, parallel_seeds=True)
+    # The model flags given change the preset's pretrained start; the others keep it.
+    small = roar_job.PRESETS["small"].model
+    assert config.model == small
+    moved = roar_cli.parse_command(["roar", "--encoder", "ckpt", "--num-layers", "1"])[1]
+    assert moved.model == dataclasses.replace(small, encoder="ckpt", num_layers=1)
+    assert roar_cli.parse_command(["roar", "--preset", "minilm"])[1].model \
+        == roar_job.PRESETS["minilm"].model
     with pytest.raises(SystemExit):  # argparse rejects a name outside the registry
         roar_cli.parse_command(["roar", "--explainers", "taylor"])
 

@@ -24,12 +24,9 @@ def test_imdb_line_breaks_become_spaces_only_when_asked(tmp_path):
 def test_static_teacher_explanations_are_cached_for_training_rows_only(tiny_teacher):
     """The explanation loss reads them on training rows; validation and test rows only
     need the teacher's logits, so no explainer runs over them."""
-    from smat.jobs.runs import _cached_student_rows, protocol_data
-    from smat.store import model_store
+    from smat.jobs.runs import _cached_student_rows, load_run
 
-    trained = model_store.load(tiny_teacher / "model")
-    data = DataConfig(**json.loads((tiny_teacher / "config.json").read_text())["data"])
-    parts = protocol_data(data, load_examples(data), trained.tokenizer, num_examples=16)
+    trained, _, parts, _ = load_run(tiny_teacher, num_examples=16)
     train, validation, test = _cached_student_rows(tiny_teacher, trained, parts,
                                                    setting="gradient", ig_steps=2,
                                                    num_examples=16)
@@ -37,6 +34,26 @@ def test_static_teacher_explanations_are_cached_for_training_rows_only(tiny_teac
     assert validation.teacher_scores.shape == (len(validation.labels), 0)
     assert test.teacher_scores.shape == (len(test.labels), 0)
     assert validation.teacher_logits.shape[0] == len(validation.labels)
+
+
+def test_load_run_reads_each_setting_from_its_one_saved_copy(tiny_teacher):
+    """A teacher run folder, its model folder and a loaded model give the same data
+    settings and rows; only the run folder knows the pretrained start (config.json)."""
+    from smat.jobs.runs import load_run, saved_data_config
+    from smat.models import ModelSource
+
+    recorded = json.loads((tiny_teacher / "config.json").read_text())
+    run = load_run(tiny_teacher, num_examples=16)
+    assert run.data == DataConfig(**recorded["data"]) == saved_data_config(tiny_teacher)
+    assert run.source == ModelSource(recorded["model_source"], recorded["pooling"])
+    assert len(run.parts.student_train.labels) == 16
+    for other in (tiny_teacher / "model", run.trained):
+        again = load_run(other, num_examples=16)
+        assert again.source is None and again.data == run.data
+        np.testing.assert_array_equal(again.parts.student_test.input_ids,
+                                      run.parts.student_test.input_ids)
+    with pytest.raises(FileNotFoundError, match="no model.json"):
+        load_run(tiny_teacher / "checkpoints")
 
 
 def test_every_seed_starts_from_one_student_initialisation_unless_asked(tiny_teacher, tmp_path):
@@ -50,10 +67,8 @@ def test_every_seed_starts_from_one_student_initialisation_unless_asked(tiny_tea
     from smat.models import functional
     from smat.training.student import StudentTrainConfig
 
-    teacher_config = json.loads((tiny_teacher / "config.json").read_text())
-
     def initial_heads(config):
-        inputs = _student_inputs(tiny_teacher, teacher_config, config, 16,
+        inputs = _student_inputs(tiny_teacher, config, 16,
                                  [tmp_path / "a", tmp_path / "b"], [{}, {}])
         return [jax.tree.leaves(functional.split(inputs.new_student(seed))[1])
                 for seed in (0, 1)]

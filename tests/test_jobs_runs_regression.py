@@ -1,7 +1,8 @@
 """A text-pair regression task end to end through the command line (the MT quality
 estimation shape of the paper's Tables 5-6): a regression teacher on (source, translation)
 pairs, then a SMaT student whose simulability is the Pearson correlation with the
-teacher's outputs."""
+teacher's outputs. The teacher keeps only the first of the checkpoint's two layers
+(``--num-layers``), and the students the run rebuilds start from the same cut encoder."""
 
 import json
 
@@ -32,9 +33,10 @@ def test_text_pair_regression_teacher_and_smat_student_report_pearson(tiny_check
     data = _pairs_csv(tmp_path / "pairs.csv")
     teacher = tmp_path / "teacher"
     assert main(["train-teacher", "--encoder", str(tiny_checkpoint), "--source", str(data),
-                 "--task", "regression", "--text-column", "source", "--text-pair-column", "mt",
-                 "--label-column", "score", "--max-len", "24", "--student-validation-size",
-                 "24", "--student-test-size", "24", "--learning-rate", "2e-3",
+                 "--num-layers", "1", "--task", "regression", "--text-column", "source",
+                 "--text-pair-column", "mt", "--label-column", "score", "--max-len", "24",
+                 "--student-validation-size", "24", "--student-test-size", "24",
+                 "--learning-rate", "2e-3",
                  "--warmup-steps", "5", "--max-epochs", "2", "--batch-size", "16",
                  "--no-progress", "--output-dir", str(teacher)]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -48,3 +50,5 @@ def test_text_pair_regression_teacher_and_smat_student_report_pearson(tiny_check
     assert np.isfinite(student["test"]["pearson"])
     run = teacher / "students" / "n32" / "smat" / "seed0"
     assert (run / "explainer").is_dir()  # the learned teacher explainer, reusable by explain
+    assert model["encoder_config"]["num_layers"] == 1
+    assert np.shape(json.loads((run / "result.json").read_text())["head_weights"]) == (1, 4)

@@ -73,15 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_command(argv: Sequence[str]) -> tuple[Command, Any]:
-    """The command `argv` runs and its built config (``--config FILE`` replayed first).
+def parse_command(argv: Sequence[str],
+                  parser: argparse.ArgumentParser | None = None) -> tuple[Command, Any]:
+    """The command `argv` runs and its built config (``--config FILE`` replayed first), by
+    `parser` (default: a new :func:`build_parser`).
 
     Raises:
       SystemExit: argparse's error on unknown or malformed flags;
       ValueError: an unreadable ``--config`` file, a missing flag, or as the config's
         checks.
     """
-    parser = build_parser()
+    parser = parser or build_parser()
     _replay_config_file(parser, argv)
     args = parser.parse_args(argv)
     command = args.command_entry
@@ -123,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     prog = _subcommand(parser, argv).prog
     try:
-        command, config = parse_command(argv)
+        command, config = parse_command(argv, parser)
     except ValueError as error:
         print(f"{prog}: error: {in_flags(str(error), _flags(parser, argv))}",
               file=sys.stderr)

@@ -26,6 +26,7 @@ from smat.jobs.roar import PRESETS, RoarConfig
 from smat.jobs.runs import DataConfig, run_student, run_teacher
 from smat.jobs.sanity import SanityConfig
 from smat.jobs.study import SAMPLE_RULES, StudyConfig
+from smat.models.source import ModelSource
 from smat.registry import STUDENT_SETTINGS
 from smat.training.loop import seed_folders
 from smat.training.student import StudentTrainConfig
@@ -155,17 +156,13 @@ class TrainTeacher:
     Attributes:
       data: the data set and its splits.
       train: how the teacher trains.
-      encoder: the pretrained encoder: a folder or Hub id.
-      pooling: how the encoder's states become one vector (scalar_mix: the paper's).
+      model: the pretrained encoder the teacher starts from.
       output_dir: where the results are written.
     """
 
     data: DataConfig = field(default_factory=DataConfig)
     train: TeacherTrainConfig = field(default_factory=TeacherTrainConfig)
-    encoder: str | None = field(default=None, metadata={
-        "shown": "the offline all-MiniLM-L6-v2", "old_flags": ("--model",)})
-    pooling: str = field(default="scalar_mix", metadata={"choices": ("scalar_mix", "cls",
-                                                                     "mean")})
+    model: ModelSource = field(default_factory=ModelSource)
     seeds: int = seeds_field()
     output_dir: str = "runs/teacher"
     config: str | None = config_file_field()
@@ -176,7 +173,7 @@ class TrainTeacher:
 def train_teacher(config: TrainTeacher) -> int:
     seeds = seeds_from(config.seeds, config.train.loop.seed)
     records = run_teacher(data=config.data, train=config.train, seeds=seeds,
-                          model_source=config.encoder, pooling=config.pooling,
+                          model=config.model,
                           output_dir=config.output_dir,
                           progress=not config.runtime.no_progress, overwrite=config.overwrite)
     folders = seed_folders(config.output_dir, seeds)
@@ -320,9 +317,10 @@ class Roar:
 
     Attributes:
       roar: the explainers, masking ratios and metric.
-      preset: model and training recipe; the training flags below change single settings
-        of it.
-      encoder: the pretrained encoder: a folder or Hub id.
+      preset: model and training recipe; the model and training flags below change single
+        settings of it.
+      model: the pretrained start of every model: the preset's, with the flags given
+        changed.
       data: the data set (ROAR splits it itself).
       train: how every model of the grid trains: the preset's recipe, with the flags given
         changed.
@@ -332,8 +330,8 @@ class Roar:
     roar: RoarConfig = field(default_factory=RoarConfig, metadata={"skip": ("seeds",)})
     seeds: int = seeds_field(len(RoarConfig().seeds))
     preset: str = field(default="small", metadata={"choices": tuple(sorted(PRESETS))})
-    encoder: str | None = field(default=None, metadata={"shown": "the preset's",
-                                                        "old_flags": ("--model",)})
+    model: ModelSource = field(default_factory=ModelSource, metadata={
+        "base": lambda values: PRESETS[values["preset"]].model})
     data: DataConfig = field(default_factory=DataConfig, metadata={
         "skip": ("teacher_fraction", "student_validation_size", "student_test_size")})
     train: TeacherTrainConfig = field(default_factory=TeacherTrainConfig, metadata={
@@ -353,7 +351,7 @@ def roar(config: Roar) -> int:
     from smat.jobs.roar import roar_markdown_table, run_roar
 
     report = run_roar(data=config.data, roar=config.job_roar(), preset=config.preset,
-                      train=config.train, model_source=config.encoder,
+                      train=config.train, model=config.model,
                       output_dir=config.output_dir, progress=not config.runtime.no_progress)
     print(f"{report['mode']} ({report['metric']}, mean over {len(report['seeds'])} seeds)")
     print(roar_markdown_table(report))
@@ -863,8 +861,8 @@ class Command:
 
 COMMANDS: tuple[Command, ...] = (
     Command("train-teacher", TrainTeacher, train_teacher,
-            replay={"data": "data", "train": "train", "model_source": "encoder",
-                    "pooling": "pooling"}),
+            replay={"data": "data", "train": "train", "model_source": "model.encoder",
+                    "pooling": "model.pooling", "num_layers": "model.num_layers"}),
     Command("train-student", TrainStudent, train_student,
             replay={"student": "student", "student.explainer": "explainers",
                     "num_examples": "size", "teacher_dir": "teacher"}),

@@ -26,15 +26,7 @@ from smat.data import take
 from smat.evaluation.simulability import simulability_table
 from smat.jobs.explain import ExplainConfig, explain_data, write_explanations
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import (
-    DataConfig,
-    load_examples,
-    protocol_data,
-    reused_teacher,
-    run_teacher,
-    saved_data_config,
-)
-from smat.store import model_store
+from smat.jobs.runs import DataConfig, load_run, reused_teacher, run_teacher
 from smat.store.explainer_store import load_explainer
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
@@ -91,7 +83,6 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
         (teacher_record,) = run_teacher(data=DEMO_DATA, train=teacher,
                                         output_dir=teacher_dir, progress=progress)
     print(f"      test accuracy {teacher_record['test']['accuracy']:.4f}", flush=True)
-    data = saved_data_config(teacher_dir)
 
     print(f"[2/4] students: {list(explainers)} x seeds {list(seeds)}, n={num_examples}",
           flush=True)
@@ -108,9 +99,7 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
                                    title=f"SMaT head coefficients (seed {seeds[0]})")
 
     print("[4/4] explanations of test examples", flush=True)
-    trained = model_store.load(teacher_dir / "model")
-    parts = protocol_data(data, load_examples(data), trained.tokenizer,
-                          num_examples=num_examples)
+    trained, _, parts, _ = load_run(teacher_dir, num_examples=num_examples)
     shown = take(parts.student_test, np.arange(NUM_SHOWN))
     names = ("gradient", "attention_all") + ((str(smat_dir / "explainer"),) if figure else ())
     explanations = explain_data(trained, shown, ExplainConfig(explainers=names))

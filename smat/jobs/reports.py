@@ -60,7 +60,7 @@ from smat.evaluation.plausibility import (
 )
 from smat.evaluation.statistics import bootstrap_ci, holm_bonferroni, wilcoxon_greater
 from smat.jobs.explain import ExplainConfig, explain_data
-from smat.jobs.runs import load_examples, protocol_data, saved_data_config
+from smat.jobs.runs import load_run
 from smat.models import functional
 from smat.models.inference import map_batches
 from smat.store import model_store
@@ -177,8 +177,7 @@ def held_out_split(trained: model_store.TrainedModel, *,
         raise ValueError(f"num_examples must be >= 1, got {num_examples}")
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose from {SPLITS}")
-    config = saved_data_config(trained)
-    parts = protocol_data(config, load_examples(config), trained.tokenizer)
+    parts = load_run(trained).parts
     rows = parts.student_test if split == "test" else parts.teacher_train
     if num_examples is not None and num_examples < len(rows.labels):
         rows = take(rows, np.arange(num_examples))

@@ -51,13 +51,8 @@ from smat.evaluation.roar import (
 )
 from smat.jobs.explain import explain_encoded
 from smat.jobs.runs import DataConfig, load_examples
-from smat.models import (
-    SequenceClassifier,
-    from_pretrained,
-    functional,
-    keep_first_layers,
-    minilm_path,
-)
+from smat.models import SequenceClassifier, functional
+from smat.models.source import ModelSource
 from smat.store import checkpoint
 from smat.store.run_log import (
     cached_arrays,
@@ -142,10 +137,10 @@ class RoarConfig:
 
 
 class ModelPreset(NamedTuple):
-    """A model recipe: pretrained encoder, how many of its layers, pooling, training."""
+    """A model recipe: the pretrained start (encoder, how many of its layers, pooling) and
+    how it trains."""
 
-    num_layers: int | None  # keep the first layers only; None keeps all
-    pooling: str
+    model: ModelSource
     train: TeacherTrainConfig
     description: str
 
@@ -155,46 +150,16 @@ PRESETS: dict[str, ModelPreset] = {
     # mean-pooled sentence encoder, so its lower layers give usable features at once; a
     # pretrained start converges in ~2 epochs where a random init needs far more data.
     # About 3x cheaper per step than the full encoder, for 2-core CPU runs.
-    "small": ModelPreset(2, "mean", TeacherTrainConfig(
+    "small": ModelPreset(ModelSource(pooling="mean", num_layers=2), TeacherTrainConfig(
         learning_rate=1e-4, warmup_steps=20, schedule="linear_decay",
         loop=LoopConfig(batch_size=32, max_epochs=2, patience=2, evals_per_epoch=2)),
         "all-MiniLM-L6-v2, first 2 layers, mean pooling"),
-    "minilm": ModelPreset(None, "scalar_mix", TeacherTrainConfig(
+    "minilm": ModelPreset(ModelSource(pooling="scalar_mix"), TeacherTrainConfig(
         learning_rate=5e-5, warmup_steps=100, schedule="linear_decay",
         loop=LoopConfig(batch_size=32, max_epochs=3, patience=3, evals_per_epoch=2)),
         "all-MiniLM-L6-v2 (6 layers), scalar mix"),
 }
 """Model presets of ``smat roar --preset``."""
-
-
-def load_preset_model(preset: str, *, task: str, num_labels: int, seed: int,
-                      model_source: str | None = None) -> tuple[SequenceClassifier, Any]:
-    """The initial checkpoint of a preset: a pretrained encoder (maybe cut) and a fresh head.
-
-    Args:
-      preset: a key of :data:`PRESETS`.
-      task / num_labels: the head.
-      seed: head initialisation.
-      model_source: pretrained folder or Hub id (default: the offline all-MiniLM-L6-v2).
-
-    Returns:
-      ``(model, tokenizer)``.
-
-    Raises:
-      ValueError: unknown preset, or a preset with more layers than the checkpoint.
-    """
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
-    recipe = PRESETS[preset]
-    source = str(model_source) if model_source is not None else str(minilm_path())
-    model, tokenizer = from_pretrained(source, task=task, num_labels=num_labels,
-                                       pooling=recipe.pooling, seed=seed)
-    if recipe.num_layers is None:
-        return model, tokenizer
-    try:
-        return keep_first_layers(model, recipe.num_layers, seed=seed), tokenizer
-    except ValueError as error:
-        raise ValueError(f"preset {preset!r}: {source}: {error}") from None
 
 
 # ------------------------------------------------------------------ importance
@@ -518,7 +483,7 @@ def _masked_token_id(tokenizer: Any) -> int:
 
 
 def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
-             train: TeacherTrainConfig | None = None, model_source: str | None = None,
+             train: TeacherTrainConfig | None = None, model: ModelSource | None = None,
              output_dir: str | Path, progress: bool = True) -> dict[str, Any]:
     """The ``smat roar`` job: load and split the data, run every cell, write the report.
 
@@ -530,7 +495,7 @@ def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
       roar: what to evaluate.
       preset: a key of :data:`PRESETS` (model and default training settings).
       train: training settings (default: the preset's).
-      model_source: pretrained folder or Hub id (default: the offline all-MiniLM-L6-v2).
+      model: the pretrained start of every model (default: the preset's).
       output_dir: run folder; rerunning with it resumes.
       progress: progress bars and one line per finished seed.
 
@@ -542,19 +507,18 @@ def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     train = train if train is not None else PRESETS[preset].train
+    model = model if model is not None else PRESETS[preset].model
     output_dir = Path(output_dir)
     write_json_atomic(output_dir / "config.json", {
         "data": dataclasses.asdict(data), "roar": dataclasses.asdict(roar), "preset": preset,
-        "train": dataclasses.asdict(train), "model_source": model_source})
+        "train": dataclasses.asdict(train), "model": model.settings()})
     dataset = load_examples(data)
     num_labels = dataset.num_labels if data.task == "classification" else 1
 
     def make_model(seed: int) -> SequenceClassifier:
-        return load_preset_model(preset, task=data.task, num_labels=num_labels, seed=seed,
-                                 model_source=model_source)[0]
+        return model.load(task=data.task, num_labels=num_labels, seed=seed)[0]
 
-    _, tokenizer = load_preset_model(preset, task=data.task, num_labels=num_labels, seed=0,
-                                     model_source=model_source)
+    _, tokenizer = model.load(task=data.task, num_labels=num_labels, seed=0)
     encoded = tokenize(dataset, tokenizer, max_len=data.max_len)
     rows = np.arange(len(encoded.labels))
     if roar.num_examples is not None and roar.num_examples < rows.size:
@@ -569,8 +533,7 @@ def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
     runner = RoarRunner(make_model=make_model, splits=splits,
                         mask_token_id=_masked_token_id(tokenizer), config=roar, train=train,
                         task=data.task, cache_dir=output_dir / "cache",
-                        dataset=f"{data.source}-{data.task}", model=f"{preset}-"
-                        f"{Path(model_source).name if model_source else 'all-MiniLM-L6-v2'}",
+                        dataset=f"{data.source}-{data.task}", model=f"{preset}-{model.name}",
                         progress=progress)
     result = run_cells(runner)
     mode = "Recursive ROAR" if roar.recursive else "ROAR"

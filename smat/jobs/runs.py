@@ -34,7 +34,7 @@ from smat.evaluation.cartography import (
     group_counts,
     plot_data_map,
 )
-from smat.models import from_pretrained, functional, minilm_path
+from smat.models import ModelSource, functional
 from smat.registry import LEARNED, NO_EXPLAINER
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer, save_explainer
@@ -223,8 +223,7 @@ def run_teacher(
     train: TeacherTrainConfig,
     output_dir: str | Path,
     seeds: Sequence[int] | None = None,
-    model_source: str | None = None,
-    pooling: str = "scalar_mix",
+    model: ModelSource | None = None,
     progress: bool = True,
     overwrite: bool = False,
 ) -> list[dict[str, Any]]:
@@ -244,8 +243,8 @@ def run_teacher(
       train: teacher hyperparameters.
       output_dir: run folder.
       seeds: distinct seeds (default: ``(train.loop.seed,)``); each replaces the loop seed.
-      model_source: pretrained checkpoint folder or Hub id (default: the offline MiniLM-L6).
-      pooling: "scalar_mix" (paper), "cls" or "mean".
+      model: the pretrained encoder every seed starts from, and its pooling (default:
+        the offline all-MiniLM-L6-v2 with a scalar mix).
       progress: show progress bars.
       overwrite: delete what each seed folder holds and train afresh.
 
@@ -258,15 +257,15 @@ def run_teacher(
     """
     seeds = (train.loop.seed,) if seeds is None else tuple(seeds)
     folders = seed_folders(output_dir, seeds)
-    source = str(model_source) if model_source is not None else str(minilm_path())
+    model = model if model is not None else ModelSource()
     settings = [{"data": dataclasses.asdict(data), "data_fingerprint": data_fingerprint(data),
                  "train": dataclasses.asdict(with_loop(train, seed=seed)),
-                 "model_source": source, "pooling": pooling} for seed in seeds]
+                 **model.settings()} for seed in seeds]
     for folder, recorded in zip(folders, settings, strict=True):
         check_run_settings(folder, recorded, overwrite=overwrite)
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
-        parts, models, tokenizer = _teacher_setup(data, source, pooling,
+        parts, models, tokenizer = _teacher_setup(data, model,
                                                   [seeds[i] for i in todo],
                                                   [folders[i] for i in todo],
                                                   [settings[i] for i in todo])
@@ -300,14 +299,13 @@ def write_cartography(run_dir: str | Path, *, seed: int | None = None) -> dict[s
     return payload
 
 
-def _teacher_setup(data: DataConfig, source: str, pooling: str, seeds: Sequence[int],
+def _teacher_setup(data: DataConfig, model: ModelSource, seeds: Sequence[int],
                    folders: Sequence[Path], settings: Sequence[dict[str, Any]]):
     """Load the data and one pretrained model per seed; once they load, write each run's
     `config.json` (a bad input never leaves a run folder behind)."""
     dataset = load_examples(data)
     num_labels = dataset.num_labels if data.task == "classification" else 1
-    loaded = [from_pretrained(source, task=data.task, num_labels=num_labels, pooling=pooling,
-                              seed=seed) for seed in seeds]
+    loaded = [model.load(task=data.task, num_labels=num_labels, seed=seed) for seed in seeds]
     tokenizer = loaded[0][1]
     parts = protocol_data(data, dataset, tokenizer)
     for folder, recorded in zip(folders, settings, strict=True):
@@ -440,7 +438,7 @@ def run_student(
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
         todo_seeds = [seeds[i] for i in todo]
-        inputs = _student_inputs(teacher_dir, teacher_config, config, num_examples,
+        inputs = _student_inputs(teacher_dir, config, num_examples,
                                  [folders[i] for i in todo], [settings[i] for i in todo])
         results = train_student([inputs.new_student(seed) for seed in todo_seeds],
                                 *inputs.rows, task=inputs.task, config=config,
@@ -478,6 +476,53 @@ def saved_data_config(source: model_store.TrainedModel | str | Path) -> DataConf
     return DataConfig(**info["data"])
 
 
+class TeacherRun(NamedTuple):
+    """A trained teacher as the jobs that build on it read it.
+
+    Attributes:
+      trained: its model, tokenizer and saved facts (``model.json``).
+      data: the data settings it trained on (:func:`saved_data_config`).
+      parts: those data tokenized and split by the SMaT protocol.
+      source: the pretrained start its run recorded, which students start from; None for
+        a model folder outside a teacher run.
+    """
+
+    trained: model_store.TrainedModel
+    data: DataConfig
+    parts: ProtocolData
+    source: ModelSource | None
+
+
+def load_run(run: model_store.TrainedModel | str | Path, *,
+             num_examples: int = 1) -> TeacherRun:
+    """A teacher run's model, data settings, protocol data and pretrained start, each read
+    from its one saved copy.
+
+    Args:
+      run: a teacher run folder (``smat train-teacher --output-dir``), its ``model/``
+        folder, or a model already loaded from one.
+      num_examples: the student training size of ``parts`` (a prefix of the student pool).
+
+    Raises:
+      FileNotFoundError: a folder without a saved model.
+      ValueError: a model saved without its data settings, or as :func:`protocol_data`.
+    """
+    if isinstance(run, model_store.TrainedModel):
+        trained, run_dir = run, None
+    else:
+        run_dir = Path(run)
+        model_dir = run_dir / "model" if (run_dir / "model" / "model.json").is_file() else run_dir
+        run_dir = run_dir if model_dir != run_dir else None
+        trained = model_store.load(model_dir)
+    data = saved_data_config(trained)
+    parts = protocol_data(data, load_examples(data), trained.tokenizer,
+                          num_examples=num_examples)
+    recorded = run_dir / "config.json" if run_dir is not None else None
+    source = (ModelSource.from_settings(json.loads(recorded.read_text()))
+              if recorded is not None and recorded.is_file() else None)
+    return TeacherRun(trained, data, parts, source)
+
+
 def student_pool_size(teacher_dir: str | Path) -> int:
     """How many rows a student of this teacher can train on at most (its data's student
     pool), so a grid of sizes is checked before any student trains."""
@@ -493,15 +538,12 @@ class _StudentInputs(NamedTuple):
     # (its head from config.init_seed, or from the seed with config.per_seed_init)
 
 
-def _student_inputs(teacher_dir: Path, teacher_config: dict[str, Any],
-                    config: StudentTrainConfig, num_examples: int, folders: Sequence[Path],
+def _student_inputs(teacher_dir: Path, config: StudentTrainConfig, num_examples: int,
+                    folders: Sequence[Path],
                     settings: Sequence[dict[str, Any]]) -> _StudentInputs:
     """The teacher's cached outputs over the student splits; once they are there,
     `config.json` per run folder (a bad input never leaves a run folder behind)."""
-    trained = model_store.load(teacher_dir / "model")
-    data = saved_data_config(trained)
-    parts = protocol_data(data, load_examples(data), trained.tokenizer,
-                          num_examples=num_examples)
+    trained, data, parts, source = load_run(teacher_dir, num_examples=num_examples)
     rows = _cached_student_rows(teacher_dir, trained, parts, setting=config.explainer,
                                 ig_steps=config.ig_steps, num_examples=num_examples,
                                 explanation_source=config.explanation_source)
@@ -510,9 +552,8 @@ def _student_inputs(teacher_dir: Path, teacher_config: dict[str, Any],
 
     def new_student(seed: int):
         head_seed = seed if config.per_seed_init else config.init_seed
-        return from_pretrained(teacher_config["model_source"], task=data.task,
-                               num_labels=trained.info["num_labels"],
-                               pooling=teacher_config["pooling"], seed=head_seed)[0]
+        return source.load(task=data.task, num_labels=trained.info["num_labels"],
+                           seed=head_seed)[0]
 
     return _StudentInputs(trained, rows, data.task, new_student)
 

@@ -17,6 +17,7 @@ from smat.models.hub import keep_first_layers as keep_first_layers
 from smat.models.hub import minilm_path as minilm_path
 from smat.models.layers import EncoderOutput as EncoderOutput
 from smat.models.layers import pool_attention_logits as pool_attention_logits
+from smat.models.source import ModelSource as ModelSource
 from smat.models.text import TextConfig as TextConfig
 from smat.models.text import TextEncoder as TextEncoder
 from smat.models.vision import ViTConfig as ViTConfig
@@ -25,6 +26,7 @@ from smat.models.vision import ViTEncoder as ViTEncoder
 __all__ = [
     "ClassifierOutput",
     "EncoderOutput",
+    "ModelSource",
     "ScalarMix",
     "SequenceClassifier",
     "TextConfig",
