@@ -109,3 +109,37 @@ def test_students_carved_from_their_own_source_never_touch_the_teachers(tmp_path
     with pytest.raises(ValueError, match="differ from those of source"):
         load_examples(dataclasses.replace(config, student_source=write(
             "other.tsv", [(f"x {i}", "pos") for i in range(20)])))
+
+
+def test_students_can_train_on_a_sample_of_the_teachers_rows(tiny_teacher, tmp_path, capsys):
+    """The paper's CIFAR-100 / MLQE-PE protocol: the students' pool is the teacher's own
+    training rows; validation and test stay the rows the teacher never saw. 150 rows are
+    more than the held-out pool (120 of the 400 rows) holds."""
+    from smat.cli import main
+    from smat.jobs.runs import load_run, protocol_splits, saved_data_config
+    from smat.training.student import StudentTrainConfig
+
+    data = saved_data_config(tiny_teacher)
+    dataset = load_examples(data)
+    held_out = protocol_splits(data, dataset, num_examples=16)
+    reused = protocol_splits(data, dataset, num_examples=150, student_pool="teacher_train")
+    assert set(reused.student.train) <= set(held_out.teacher_train)
+    assert sorted(reused.student.pool) == sorted(held_out.teacher_train)
+    for part in ("validation", "test"):
+        np.testing.assert_array_equal(getattr(reused.student, part),
+                                      getattr(held_out.student, part))
+    np.testing.assert_array_equal(reused.teacher_train, held_out.teacher_train)
+    run = load_run(tiny_teacher, num_examples=150, student_pool="teacher_train")
+    assert len(run.parts.student_train.labels) == 150
+    with pytest.raises(ValueError, match="student_pool must be one of"):
+        StudentTrainConfig(student_pool="teacher")
+
+    args = ["train-student", "--teacher", str(tiny_teacher), "--explainers", "none",
+            "--size", "150", "--max-epochs", "1", "--batch-size", "16", "--no-progress"]
+    assert main([*args, "--output-dir", str(tmp_path / "a")]) == 2
+    assert "larger than the student pool of 120 rows" in capsys.readouterr().err
+    assert main([*args, "--student-pool", "teacher_train",
+                 "--output-dir", str(tmp_path / "b")]) == 0
+    record = json.loads((tmp_path / "b" / "result.json").read_text())
+    assert record["num_examples"] == 150 and 0 <= record["test"]["accuracy"] <= 1
+    assert (tiny_teacher / "cache" / "none-n150-ig50-teacher_train.npz").is_file()

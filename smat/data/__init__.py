@@ -33,6 +33,7 @@ from smat.data.splits import StudentSplits as StudentSplits
 from smat.data.splits import TeacherSplits as TeacherSplits
 from smat.data.splits import smat_split as smat_split
 from smat.data.splits import student_split as student_split
+from smat.data.splits import students_from_teacher_rows as students_from_teacher_rows
 from smat.data.splits import teacher_split as teacher_split
 from smat.data.splits import train_validation_test_split as train_validation_test_split
 from smat.data.tokenization import Encoded as Encoded
@@ -70,6 +71,7 @@ __all__ = [
     "smat_split",
     "spans_to_word_mask",
     "student_split",
+    "students_from_teacher_rows",
     "teacher_split",
     "take",
     "token_word_ids",

@@ -278,3 +278,34 @@ def _teacher_parts(order: np.ndarray, *, teacher_fraction: float,
     teacher = order[:n_teacher]
     return TeacherSplits(train=teacher[:n_teacher - n_teacher_valid],
                          validation=teacher[n_teacher - n_teacher_valid:])
+
+
+def students_from_teacher_rows(splits: ProtocolSplits, *, seed: int,
+                               num_examples: int) -> ProtocolSplits:
+    """`splits` with the students' pool drawn from the teacher's training rows.
+
+    The paper's CIFAR-100 and MLQE-PE protocol (Fernandes et al., 2022, §5.2-5.3: "we
+    reuse the same training set for both the teacher and student, sampling a subset for
+    the latter"): the pool is a seeded permutation of ``teacher_train`` and the students
+    train on its first `num_examples` rows; their validation and test parts stay the
+    held-out rows the teacher never saw.
+
+    Example:
+      >>> p = smat_split(1_000, seed=0, num_examples=1, student_validation_size=100,
+      ...                student_test_size=200)
+      >>> q = students_from_teacher_rows(p, seed=0, num_examples=300)
+      >>> len(q.student.train), set(q.student.pool) == set(p.teacher_train)
+      (300, True)
+
+    Raises:
+      ValueError: num_examples larger than the teacher's training rows.
+    """
+    num_examples = _check_count("num_examples", num_examples, minimum=1)
+    rows = splits.teacher_train
+    if num_examples > len(rows):
+        raise ValueError(f"num_examples={num_examples} (student size) is larger than the "
+                         f"{len(rows)} teacher training rows the students' pool is drawn "
+                         f"from; use num_examples <= {len(rows)}")
+    pool = rows[permutation(len(rows), seed=seed)]
+    return splits._replace(student=splits.student._replace(train=pool[:num_examples],
+                                                           pool=pool))

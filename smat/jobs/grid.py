@@ -69,7 +69,7 @@ def run_grid(
     if not Path(teacher_dir, "result.json").is_file():
         raise FileNotFoundError(f"{teacher_dir} is not a finished teacher run (no result.json); "
                                 "train one with `smat train-teacher --output-dir DIR`")
-    pool = student_pool_size(teacher_dir)
+    pool = student_pool_size(teacher_dir, student.student_pool)
     too_large = [size for size in sizes if not 1 <= size <= pool]
     if too_large:
         raise ValueError(f"student sizes {too_large} are outside 1..{pool}, the student pool "

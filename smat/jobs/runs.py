@@ -24,6 +24,7 @@ from smat.data import (
     load_dataset,
     smat_split,
     student_split,
+    students_from_teacher_rows,
     take,
     teacher_split,
     tokenize_with_stats,
@@ -165,29 +166,38 @@ def _load_source(config: DataConfig, source: str | Sequence[str]) -> TextDataset
                         label_column=config.label_column, task=config.task)
 
 
-def protocol_splits(config: DataConfig, dataset: TextDataset, *,
-                    num_examples: int = 1) -> ProtocolSplits:
+def protocol_splits(config: DataConfig, dataset: TextDataset, *, num_examples: int = 1,
+                    student_pool: str = "held_out") -> ProtocolSplits:
     """The row indices of every part of the SMaT protocol split of `dataset` (from
     :func:`load_examples`): ``smat.data.smat_split`` with `config`'s seed and sizes, or,
     with a student source, the teacher's parts from the first rows (``smat_split``'s
     teacher rule) and the student's from the last ``dataset.student_rows``
-    (``smat.data.student_split``)."""
-    sizes = {"num_examples": num_examples,
+    (``smat.data.student_split``). With ``student_pool="teacher_train"`` the students'
+    training rows are drawn from the teacher's instead
+    (``smat.data.students_from_teacher_rows``)."""
+    from_teacher = student_pool == "teacher_train"
+    sizes = {"num_examples": 1 if from_teacher else num_examples,
              "student_validation_size": config.student_validation_size,
              "student_test_size": config.student_test_size}
     if not dataset.student_rows:
-        return smat_split(len(dataset), seed=config.split_seed,
-                          teacher_fraction=config.teacher_fraction, **sizes)
-    num_teacher_rows = len(dataset) - dataset.student_rows
-    teacher = teacher_split(num_teacher_rows, seed=config.split_seed,
-                            teacher_fraction=config.teacher_fraction)
-    student = student_split(dataset.student_rows, seed=config.split_seed, **sizes)
-    return ProtocolSplits(teacher_train=teacher.train, teacher_validation=teacher.validation,
-                          student=StudentSplits(*(part + num_teacher_rows for part in student)))
+        splits = smat_split(len(dataset), seed=config.split_seed,
+                            teacher_fraction=config.teacher_fraction, **sizes)
+    else:
+        num_teacher_rows = len(dataset) - dataset.student_rows
+        teacher = teacher_split(num_teacher_rows, seed=config.split_seed,
+                                teacher_fraction=config.teacher_fraction)
+        student = student_split(dataset.student_rows, seed=config.split_seed, **sizes)
+        splits = ProtocolSplits(
+            teacher_train=teacher.train, teacher_validation=teacher.validation,
+            student=StudentSplits(*(part + num_teacher_rows for part in student)))
+    if from_teacher:
+        return students_from_teacher_rows(splits, seed=config.split_seed,
+                                          num_examples=num_examples)
+    return splits
 
 
 def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
-                  num_examples: int = 1) -> ProtocolData:
+                  num_examples: int = 1, student_pool: str = "held_out") -> ProtocolData:
     """Tokenize and split a data set; the teacher parts do not depend on num_examples.
 
     Args:
@@ -195,13 +205,15 @@ def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
       dataset: the examples (from :func:`load_examples`).
       tokenizer: a transformers tokenizer.
       num_examples: student training size (a prefix of the student pool).
+      student_pool: "held_out" or "teacher_train" (``StudentTrainConfig.student_pool``).
 
     Raises:
       ValueError: num_examples larger than the student pool, empty or bad data (see
         smat.data).
     """
     encoded, _ = tokenize_with_stats(dataset, tokenizer, max_len=config.max_len)
-    splits = protocol_splits(config, dataset, num_examples=num_examples)
+    splits = protocol_splits(config, dataset, num_examples=num_examples,
+                             student_pool=student_pool)
     return ProtocolData(take(encoded, splits.teacher_train),
                         take(encoded, splits.teacher_validation),
                         take(encoded, splits.student.train),
@@ -357,11 +369,14 @@ def _label_balance(labels: np.ndarray, task: str) -> dict[str, float] | None:
 def _cached_student_rows(teacher_dir: Path, trained: model_store.TrainedModel,
                          parts: ProtocolData, *, setting: str, ig_steps: int,
                          num_examples: int, explanation_source: str = "text",
+                         student_pool: str = "held_out",
                          ) -> tuple[StudentRows, StudentRows, StudentRows]:
     """Teacher outputs over the student splits, computed once per (setting, size,
-    explanation source) on disk."""
+    explanation source, student pool) on disk."""
     source = "" if explanation_source == "text" else f"-{explanation_source}"
-    path = teacher_dir / "cache" / f"{setting}-n{num_examples}-ig{ig_steps}{source}.npz"
+    pool = "" if student_pool == "held_out" else f"-{student_pool}"
+    path = (teacher_dir / "cache"
+            / f"{setting}-n{num_examples}-ig{ig_steps}{source}{pool}.npz")
     names = ("train", "validation", "test")
 
     def compute() -> dict[str, np.ndarray]:
@@ -493,8 +508,8 @@ class TeacherRun(NamedTuple):
     source: ModelSource | None
 
 
-def load_run(run: model_store.TrainedModel | str | Path, *,
-             num_examples: int = 1) -> TeacherRun:
+def load_run(run: model_store.TrainedModel | str | Path, *, num_examples: int = 1,
+             student_pool: str = "held_out") -> TeacherRun:
     """A teacher run's model, data settings, protocol data and pretrained start, each read
     from its one saved copy.
 
@@ -502,6 +517,7 @@ def load_run(run: model_store.TrainedModel | str | Path, *,
       run: a teacher run folder (``smat train-teacher --output-dir``), its ``model/``
         folder, or a model already loaded from one.
       num_examples: the student training size of ``parts`` (a prefix of the student pool).
+      student_pool: where the students' pool comes from (``StudentTrainConfig.student_pool``).
 
     Raises:
       FileNotFoundError: a folder without a saved model.
@@ -516,18 +532,19 @@ def load_run(run: model_store.TrainedModel | str | Path, *,
         trained = model_store.load(model_dir)
     data = saved_data_config(trained)
     parts = protocol_data(data, load_examples(data), trained.tokenizer,
-                          num_examples=num_examples)
+                          num_examples=num_examples, student_pool=student_pool)
     recorded = run_dir / "config.json" if run_dir is not None else None
     source = (ModelSource.from_settings(json.loads(recorded.read_text()))
               if recorded is not None and recorded.is_file() else None)
     return TeacherRun(trained, data, parts, source)
 
 
-def student_pool_size(teacher_dir: str | Path) -> int:
+def student_pool_size(teacher_dir: str | Path, student_pool: str = "held_out") -> int:
     """How many rows a student of this teacher can train on at most (its data's student
     pool), so a grid of sizes is checked before any student trains."""
     data = saved_data_config(teacher_dir)
-    return len(protocol_splits(data, load_examples(data)).student.pool)
+    return len(protocol_splits(data, load_examples(data),
+                               student_pool=student_pool).student.pool)
 
 
 class _StudentInputs(NamedTuple):
@@ -543,9 +560,11 @@ def _student_inputs(teacher_dir: Path, config: StudentTrainConfig, num_examples:
                     settings: Sequence[dict[str, Any]]) -> _StudentInputs:
     """The teacher's cached outputs over the student splits; once they are there,
     `config.json` per run folder (a bad input never leaves a run folder behind)."""
-    trained, data, parts, source = load_run(teacher_dir, num_examples=num_examples)
+    trained, data, parts, source = load_run(teacher_dir, num_examples=num_examples,
+                                            student_pool=config.student_pool)
     rows = _cached_student_rows(teacher_dir, trained, parts, setting=config.explainer,
                                 ig_steps=config.ig_steps, num_examples=num_examples,
+                                student_pool=config.student_pool,
                                 explanation_source=config.explanation_source)
     for folder, recorded in zip(folders, settings, strict=True):
         write_json_atomic(folder / "config.json", recorded)

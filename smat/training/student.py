@@ -47,6 +47,8 @@ OUTER_LEARNING_RATE = {"classification": 5e-4, "regression": 2e-4}
 
 # what a teacher explanation is computed on (StudentTrainConfig.explanation_source)
 EXPLANATION_SOURCES = ("text", "shuffled_text")
+# where a student's training rows come from (StudentTrainConfig.student_pool)
+STUDENT_POOLS = ("held_out", "teacher_train")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,6 +75,10 @@ class StudentTrainConfig:
         ("text"), or its tokens in a random order fixed per row ("shuffled_text"), the
         leakage control: an explanation that points at evidence stops helping, a label
         encoded in where the mass sits survives (smat.jobs.leakage).
+      student_pool: where the student's training rows come from: rows the teacher never
+        saw ("held_out", the paper's text classification protocol) or a sample of the
+        teacher's own training rows ("teacher_train", its CIFAR-100 and MLQE-PE
+        protocol); validation and test rows are held out either way.
       loop: how the training loop batches (the batch size is also the outer step's
         validation batch), evaluates (on validation simulability), stops and runs seeds
         (LoopConfig; the seed also draws the outer step's validation batches).
@@ -90,6 +96,8 @@ class StudentTrainConfig:
     per_seed_init: bool = False
     explanation_source: str = dataclasses.field(default="text",
                                                 metadata={"choices": EXPLANATION_SOURCES})
+    student_pool: str = dataclasses.field(default="held_out",
+                                          metadata={"choices": STUDENT_POOLS})
     # The authors' students stop on patience, not on an epoch cap (patience 10 for
     # classification; their regression runs use patience 5 and batch 16).
     loop: LoopConfig = LoopConfig(max_epochs=100, patience=10)
@@ -105,6 +113,9 @@ class StudentTrainConfig:
         if self.explanation_source not in EXPLANATION_SOURCES:
             raise ValueError(f"StudentTrainConfig.explanation_source must be one of "
                              f"{EXPLANATION_SOURCES}, got {self.explanation_source!r}")
+        if self.student_pool not in STUDENT_POOLS:
+            raise ValueError(f"StudentTrainConfig.student_pool must be one of {STUDENT_POOLS}, "
+                             f"got {self.student_pool!r}")
         if self.init_seed < 0:
             raise ValueError(f"StudentTrainConfig.init_seed must be >= 0, got {self.init_seed}")
         if self.beta is not None and self.beta < 0:
