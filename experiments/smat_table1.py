@@ -161,11 +161,12 @@ def get_config(variant: str, *, data_dir: str | None = None) -> dict[str, Any]:
 
 
 def median_record(records: Sequence[Mapping[str, Any]], *, explainer: str,
-                  num_examples: int) -> Mapping[str, Any]:
-    """The record of the median seed of one cell (the lower middle for an even count)."""
+                  num_examples: int, metric: str = "accuracy") -> Mapping[str, Any]:
+    """The record of the median seed of one cell by test `metric` (the lower middle for an
+    even count)."""
     cell = sorted((r for r in records
                    if r["explainer"] == explainer and r["num_examples"] == num_examples),
-                  key=lambda r: (r["test"]["accuracy"], r["seed"]))
+                  key=lambda r: (r["test"][metric], r["seed"]))
     if not cell:
         raise ValueError(f"no {explainer!r} students at n={num_examples}")
     return cell[(len(cell) - 1) // 2]
@@ -243,10 +244,13 @@ def steps_table(records: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def paper_table() -> str:
-    """The paper's Table 1 in the layout of :func:`simulability_table`."""
-    lines = ["| explainer | n=500 | n=1000 | n=2000 |", "|---|---|---|---|"]
-    lines += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in PAPER_TABLE1.items()]
+def paper_table(cells: Mapping[str, Sequence[str]] = PAPER_TABLE1,
+                sizes: Sequence[int] = (500, 1000, 2000)) -> str:
+    """A paper's simulability table (default: Table 1) in the layout of
+    :func:`simulability_table`: one row of cells per explainer, one column per size."""
+    lines = ["| explainer | " + " | ".join(f"n={size}" for size in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    lines += [f"| {name} | " + " | ".join(row) + " |" for name, row in cells.items()]
     return "\n".join(lines)
 
 

@@ -34,3 +34,41 @@ def tiny_classifier(*, task: str = "classification", seed: int = 0,
     """A 2-layer, 32-wide BERT classifier with random weights."""
     return SequenceClassifier(TextConfig.tiny(), num_labels=2 if task == "classification" else 1,
                               task=task, pooling=pooling, rngs=nnx.Rngs(seed))
+
+
+MLQE_WORDS = ("the house is big", "a cat sleeps here", "we like the film", "it rains today",
+              "the road is long", "my friend reads", "birds sing loudly", "the soup is hot")
+
+
+def write_synthetic_mlqe(root, *, rows: dict[str, int], lp: str = "en-de", seed: int = 0):
+    """An MLQE-PE-format folder (direct assessments + post-editing files) whose
+    translations copy the source with some words replaced by "xx"; the DA z_mean is the
+    share of words kept (learnable), and exactly the replaced words are tagged BAD.
+    `rows`: rows per split ("train", "dev", "test")."""
+    rng = np.random.default_rng(seed)
+    header = "index\toriginal\ttranslation\tscores\tmean\tz_scores\tz_mean\tmodel_scores"
+    for split, count in rows.items():
+        folder, prefix = {"train": ("train", "train"), "dev": ("dev", "dev"),
+                          "test": ("test", "test20")}[split]
+        src, mt, tags, source_tags, da = [], [], [], [], [header]
+        for i in range(count):
+            words = MLQE_WORDS[rng.integers(len(MLQE_WORDS))].split()
+            bad = rng.random(len(words)) < rng.random()
+            src.append(" ".join(words))
+            mt.append(" ".join("xx" if b else w for w, b in zip(words, bad, strict=True)))
+            word_tags = ["BAD" if b else "OK" for b in bad]
+            tags.append(" ".join(["OK"] + [t for tag in word_tags for t in (tag, "OK")]))
+            source_tags.append(" ".join(word_tags))
+            score = 1 - bad.mean()
+            da.append(f"{i}\t{src[-1]}\t{mt[-1]}\t[1, 2, 3]\t{100 * score:.1f}\t[0, 0, 0]\t"
+                      f"{score:.3f}\t-0.3")
+        da_dir = root / "direct-assessments" / lp / folder
+        pe_dir = root / "post-editing" / lp / folder
+        da_dir.mkdir(parents=True)
+        pe_dir.mkdir(parents=True)
+        (da_dir / f"{prefix}.{lp.replace('-', '')}.df.short.tsv").write_text(
+            "\n".join(da) + "\n")
+        for ext, lines in (("src", src), ("mt", mt), ("tags", tags),
+                           ("source_tags", source_tags)):
+            (pe_dir / f"{prefix}.{ext}").write_text("\n".join(lines) + "\n")
+    return root

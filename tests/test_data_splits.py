@@ -116,6 +116,14 @@ def test_teacher_split_is_smat_splits_teacher_rule():
     np.testing.assert_array_equal(alone.validation, whole.teacher_validation)
     with pytest.raises(ValueError, match="leaves no teacher training rows"):
         teacher_split(10, seed=0, teacher_fraction=0.1, teacher_validation_fraction=0.9)
+    # a whole source for the teacher when the students' rows come from another one
+    whole_source = teacher_split(1_000, seed=3, teacher_fraction=1.0)
+    assert len(whole_source.train) == 900 and len(whole_source.validation) == 100
+    with pytest.raises(ValueError, match="student data has 0 rows"):
+        smat_split(1_000, seed=3, num_examples=1, student_validation_size=1,
+                   student_test_size=1, teacher_fraction=1.0)
+    with pytest.raises(ValueError, match=r"teacher_fraction must be a number in \(0, 1\]"):
+        teacher_split(1_000, seed=3, teacher_fraction=1.5)
 
 
 @settings(max_examples=60, deadline=None)

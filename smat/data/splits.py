@@ -264,7 +264,11 @@ def teacher_split(num_rows: int, *, seed: int, teacher_fraction: float = 0.5,
 
 def _teacher_parts(order: np.ndarray, *, teacher_fraction: float,
                    teacher_validation_fraction: float) -> TeacherSplits:
-    teacher_fraction = _check_fraction("teacher_fraction", teacher_fraction)
+    # 1.0 is a whole source for the teacher, when the students' rows come from another
+    # (teacher_split); smat_split then finds no student rows and says so
+    if not isinstance(teacher_fraction, numbers.Real) or not 0.0 < float(teacher_fraction) <= 1:
+        raise ValueError(f"teacher_fraction must be a number in (0, 1], got "
+                         f"{teacher_fraction!r}")
     teacher_validation_fraction = _check_fraction("teacher_validation_fraction",
                                                   teacher_validation_fraction)
     n_teacher = _part_size("teacher_fraction", teacher_fraction, len(order))

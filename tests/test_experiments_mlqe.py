@@ -1,0 +1,61 @@
+"""Tests for experiments/smat_table5_mlqe.py: the MLQE-PE pair files, the paper's split
+(students sample the teacher's training pairs; validation and test held out) and the smoke
+variant end to end on a synthetic MLQE-PE folder and the tiny BERT."""
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+
+import smat_table5_mlqe  # noqa: E402
+
+from smat.data.mlqe import load_mlqe  # noqa: E402
+from tests.helpers import write_synthetic_mlqe  # noqa: E402
+
+
+def test_pair_files_hold_train_and_the_held_out_dev_and_test_pairs(tmp_path):
+    root = write_synthetic_mlqe(tmp_path / "mlqe", rows={"train": 30, "dev": 5, "test": 7})
+    train, held_out = smat_table5_mlqe.write_pair_files(root, ["en-de"], tmp_path / "data")
+    with train.open(newline="") as stream:
+        rows = list(csv.DictReader(stream))
+    loaded = load_mlqe(root, language_pairs="en-de", split="train").data
+    assert [r["source"] for r in rows] == list(loaded.texts)
+    assert [r["mt"] for r in rows] == list(loaded.text_pairs)
+    np.testing.assert_allclose([float(r["score"]) for r in rows], loaded.labels)
+    with held_out.open(newline="") as stream:
+        assert len(list(csv.DictReader(stream))) == 5 + 7
+    assert not list((tmp_path / "data").glob(".*partial"))
+
+
+def test_variants_follow_the_paper_design():
+    paper = smat_table5_mlqe.get_config("paper")
+    assert paper["sizes"] == [1050, 2100, 4200]  # 5 / 10 / 20% of 21,000 training pairs
+    assert paper["explainers"] == list(smat_table5_mlqe.SETTINGS) and len(paper["seeds"]) == 5
+    for variant in smat_table5_mlqe.VARIANTS:
+        assert smat_table5_mlqe.get_config(variant)["student"].student_pool == "teacher_train"
+    with pytest.raises(ValueError, match="unknown variant"):
+        smat_table5_mlqe.get_config("gpu")
+    with pytest.raises(SystemExit):  # the teacher is the experiment's own
+        smat_table5_mlqe.main(["--data-dir", "x", "--teacher", "t"])
+
+
+@pytest.mark.slow
+def test_smoke_variant_trains_teacher_and_students_and_writes_the_table(tiny_checkpoint,
+                                                                         tmp_path):
+    root = write_synthetic_mlqe(tmp_path / "mlqe", rows={"train": 160, "dev": 20, "test": 24})
+    out = tmp_path / "t5"
+    summary = smat_table5_mlqe.run("smoke", data_dir=root, output_dir=out,
+                                   encoder=str(tiny_checkpoint), progress=False)
+    assert len(summary["records"]) == 3 * 2
+    assert all(np.isfinite(r["test"]["pearson"]) for r in summary["records"])
+    text = (out / "table.md").read_text()
+    assert "Teacher test Pearson" in text and "| smat |" in text and "n=8400" in text
+    assert (out / "simulability.png").is_file() and (out / "head_weights.png").is_file()
+    recorded = json.loads((out / "students" / "n32" / "smat" / "seed0" / "config.json")
+                          .read_text())
+    assert recorded["student"]["student_pool"] == "teacher_train"
