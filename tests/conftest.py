@@ -18,11 +18,15 @@ os.environ.update(HOME=_HOME, XDG_CACHE_HOME=os.path.join(_HOME, ".cache"),
 # In-process command-line calls compile afresh unless a test passes --compile-cache.
 os.environ["SMAT_COMPILE_CACHE"] = "off"
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
-# The suite compiles hundreds of small programs and runs each briefly, and LLVM's
-# optimisation passes are most of XLA:CPU's compile time: tests compile without them (the
-# same HLO, so the same semantics; machine code that runs slower). Subprocesses inherit it.
-# SMAT_TEST_OPTIMIZED=1 compiles with XLA's defaults, as users' programs are.
-_FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+# The suite compiles thousands of small programs and runs each briefly, and LLVM's
+# optimisation passes are most of XLA:CPU's compile time: tests compile without them and
+# with XLA:CPU's older fusion code generator, which compiles unoptimised code in half the
+# time of the default one (a teacher step: 4.3 s against 8.8 s; with optimisation on it is
+# the slower of the two). The same HLO, so the same semantics; machine code that runs
+# slower. Subprocesses inherit it. SMAT_TEST_OPTIMIZED=1 compiles with XLA's defaults, as
+# users' programs are.
+_FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true",
+                 "--xla_cpu_use_fusion_emitters=false")
 if os.environ.get("SMAT_TEST_OPTIMIZED") != "1":
     _given = os.environ.get("XLA_FLAGS", "").split()  # xdist workers inherit the controller's
     os.environ["XLA_FLAGS"] = " ".join([*_given, *(f for f in _FAST_COMPILE if f not in _given)])
@@ -81,18 +85,44 @@ def pytest_runtest_protocol(item, nextitem):
             stream.write(json.dumps(record) + "\n")
 
 
+# Compiled programs are freed after a test module once the process holds this many memory
+# mappings (the kernel's limit, vm.max_map_count, is 65,530 by default) or this much
+# resident memory (two workers beside a user's other jobs).
+MAX_MEMORY_MAPPINGS = 20_000
+MAX_RESIDENT_BYTES = 3 * 2**30
+
+
+def memory_in_use() -> tuple[int, int] | None:
+    """(memory mappings, resident bytes) of this process; None where /proc cannot tell."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            mappings = sum(1 for _ in maps)
+        with open("/proc/self/statm") as statm:
+            resident_pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return mappings, resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _release_compiled_programs():
-    """Free every compiled program after each test module.
+    """Free every compiled program after a test module when the process nears the
+    kernel's memory-mapping limit.
 
     XLA:CPU holds about 3 memory mappings per live executable, and a module-level jitted
     function keeps every executable it ever compiled. Over the whole suite one process
     reached 48k mappings of the kernel's limit of 65,530 (vm.max_map_count); with the
     persistent compilation cache on it went past it, LLVM failed with "Cannot allocate
-    memory" and the process aborted inside executable.serialize() (issue 12).
+    memory" and the process aborted inside executable.serialize() (issue 12). Clearing
+    after every module made later modules compile again what earlier ones had compiled
+    (the same eager operations and programs on the same shapes: 119 s of XLA compile over
+    the suite, issue 35), so the programs are kept until the process passes
+    MAX_MEMORY_MAPPINGS or MAX_RESIDENT_BYTES (and always freed where /proc cannot tell).
     """
     yield
-    jax.clear_caches()
+    in_use = memory_in_use()
+    if in_use is None or in_use[0] > MAX_MEMORY_MAPPINGS or in_use[1] > MAX_RESIDENT_BYTES:
+        jax.clear_caches()
 
 
 @pytest.fixture(autouse=True)

@@ -258,6 +258,20 @@ def run_layers(
     ``l`` gets ``fold_in(dropout_rng, l + 1)`` (site 0 is left to the embeddings).
     """
     graphdef, state = nnx.split(layers)
+    return _scan_layers(graphdef, state, hidden, mask, dropout_rng, num_layers=num_layers,
+                        attention=attention, query_pooling=query_pooling)
+
+
+# A jitted function of the layers' structure: a model called outside jit (the Captum-like
+# facades, tests) compiles its layer scan once per structure and shape, where a scan body
+# closing over each call's arrays is traced and compiled again at every call. Inside an
+# outer jit it is inlined.
+@functools.partial(jax.jit, static_argnames=("graphdef", "num_layers", "attention",
+                                             "query_pooling"))
+def _scan_layers(graphdef: nnx.GraphDef, state: nnx.State,
+                 hidden: Float[Array, "batch seq hidden"], mask: Bool[Array, "batch seq"],
+                 dropout_rng: jax.Array | None, *, num_layers: int,
+                 attention: AttentionMode, query_pooling: QueryPooling) -> LayerStackOutput:
     if dropout_rng is None:
         keys = None
     else:
