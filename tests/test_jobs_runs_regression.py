@@ -52,3 +52,31 @@ def test_text_pair_regression_teacher_and_smat_student_report_pearson(tiny_check
     assert (run / "explainer").is_dir()  # the learned teacher explainer, reusable by explain
     assert model["encoder_config"]["num_layers"] == 1
     assert np.shape(json.loads((run / "result.json").read_text())["head_weights"]) == (1, 4)
+
+    # A text-pair model reads each line of a texts file as its two texts, tab-separated;
+    # the prediction of a pair is the one the model gives the tokenized pair.
+    texts = tmp_path / "pairs.txt"
+    texts.write_text("the house is big\tthe xx is big\nmy friend reads\tmy friend reads\n")
+    assert main(["predict", "--model", str(teacher / "model"), str(texts)]) == 0
+    predicted = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    from smat.data import tokenize_texts
+    from smat.models import functional
+    from smat.models.inference import predict_logits
+    from smat.store import model_store
+
+    trained = model_store.load(teacher / "model")
+    pairs = tokenize_texts(["the house is big", "my friend reads"], trained.tokenizer,
+                           max_len=24, text_pairs=["the xx is big", "my friend reads"])
+    assert set(pairs.token_type_ids[0].tolist()) == {0, 1}  # two segments
+    expected = predict_logits(*functional.split(trained.model), pairs)[:, 0]
+    np.testing.assert_allclose([p["prediction"] for p in predicted], expected, rtol=1e-5,
+                               atol=1e-6)
+    out = tmp_path / "explained"
+    assert main(["explain", "--model", str(teacher / "model"), "--explainers", "gradient",
+                 "--output-dir", str(out), str(texts)]) == 0
+    capsys.readouterr()
+    explained = json.loads((out / "explanations.json").read_text())
+    assert explained[0]["tokens"] == ["the", "house", "is", "big", "the", "xx", "is", "big"]
+    texts.write_text("the house is big\tthe xx is big\nno tab here\n")
+    assert main(["predict", "--model", str(teacher / "model"), str(texts)]) == 2
+    assert "separated by one tab; text 2 has 0 tabs" in capsys.readouterr().err

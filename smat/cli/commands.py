@@ -94,8 +94,9 @@ def config_file_field() -> Any:
 def texts_field() -> Any:
     return field(default=None, metadata={
         "metavar": "FILE", "shown": "none",
-        "doc": "evaluate on your own texts, one per line (as `smat explain` reads them), "
-               "instead of the model's held-out test split"})
+        "doc": "evaluate on your own texts, one per line (as `smat explain` reads them; a "
+               "text-pair model's two texts separated by a tab), instead of the model's "
+               "held-out test split"})
 
 
 def runtime_field() -> Any:
@@ -103,7 +104,8 @@ def runtime_field() -> Any:
                  metadata={"doc": "progress bars, devices and the compilation cache"})
 
 
-TEXTS_FILE_DOC = "text file, one example per line (blank lines are skipped, with a warning)"
+TEXTS_FILE_DOC = ("text file, one example per line (blank lines are skipped, with a "
+                  "warning); for a text-pair model the two texts separated by a tab")
 
 
 def seeds_from(count: int, first: int) -> list[int]:

@@ -108,17 +108,36 @@ def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
     return TrainedModel(nnx.merge(graphdef, params), tokenizer, info)
 
 
+PAIR_SEPARATOR = "\t"
+"""What separates the two texts of one example of a text-pair model (premise /
+hypothesis, source / translation) on a line of a texts file."""
+
+
 def encode_texts(trained: TrainedModel, texts: Sequence[str], *, job: str) -> Encoded:
     """Tokenize `texts` with a loaded text model's tokenizer at its max_len (longer texts
-    are truncated with one warning).
+    are truncated with one warning). A model trained on text pairs (its data settings
+    name a ``text_pair_column``) reads each text as its two parts separated by one tab.
 
     Raises:
-      ValueError: no texts, or a model without a tokenizer (a vision model); `job` names
-        what was asked in the message ("predict", "explain").
+      ValueError: no texts, a model without a tokenizer (a vision model), or a text of a
+        text-pair model without exactly one tab (the message gives its number); `job`
+        names what was asked in the message ("predict", "explain").
     """
     if not texts:
         raise ValueError(f"no texts to {job} (the input is empty)")
     if trained.tokenizer is None:
         raise ValueError(f"the model holds no tokenizer ({trained.info.get('encoder')} "
                          f"encoder); {job} takes text models only")
-    return tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
+    pair_column = (trained.info.get("data") or {}).get("text_pair_column")
+    if pair_column is None:
+        return tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
+    pairs = [text.split(PAIR_SEPARATOR) for text in texts]
+    bad = [i + 1 for i, parts in enumerate(pairs) if len(parts) != 2]
+    if bad:
+        raise ValueError(f"the model reads text pairs (it trained on the pair column "
+                         f"{pair_column!r}): write each example as its two texts separated "
+                         f"by one tab; text {bad[0]} has {len(pairs[bad[0] - 1]) - 1} tabs"
+                         + (f" ({len(bad)} such texts)" if len(bad) > 1 else ""))
+    return tokenize_texts([first for first, _ in pairs], trained.tokenizer,
+                          max_len=trained.info["max_len"],
+                          text_pairs=[second for _, second in pairs])
