@@ -42,8 +42,9 @@ MLQE_WORDS = ("the house is big", "a cat sleeps here", "we like the film", "it r
 
 def write_synthetic_mlqe(root, *, rows: dict[str, int], lp: str = "en-de", seed: int = 0):
     """An MLQE-PE-format folder (direct assessments + post-editing files) whose
-    translations copy the source with some words replaced by "xx"; the DA z_mean is the
-    share of words kept (learnable), and exactly the replaced words are tagged BAD.
+    translations copy the source with some words replaced by "xx" and a full stop added;
+    the DA z_mean is the share of words kept (learnable), and exactly the replaced words
+    are tagged BAD on both sides.
     `rows`: rows per split ("train", "dev", "test")."""
     rng = np.random.default_rng(seed)
     header = "index\toriginal\ttranslation\tscores\tmean\tz_scores\tz_mean\tmodel_scores"
@@ -55,9 +56,11 @@ def write_synthetic_mlqe(root, *, rows: dict[str, int], lp: str = "en-de", seed:
             words = MLQE_WORDS[rng.integers(len(MLQE_WORDS))].split()
             bad = rng.random(len(words)) < rng.random()
             src.append(" ".join(words))
-            mt.append(" ".join("xx" if b else w for w, b in zip(words, bad, strict=True)))
+            # the translation ends in one more word than the source (an "OK" full stop)
+            mt.append(" ".join(["xx" if b else w for w, b in zip(words, bad, strict=True)]
+                               + ["."]))
             word_tags = ["BAD" if b else "OK" for b in bad]
-            tags.append(" ".join(["OK"] + [t for tag in word_tags for t in (tag, "OK")]))
+            tags.append(" ".join(["OK"] + [t for tag in [*word_tags, "OK"] for t in (tag, "OK")]))
             source_tags.append(" ".join(word_tags))
             score = 1 - bad.mean()
             da.append(f"{i}\t{src[-1]}\t{mt[-1]}\t[1, 2, 3]\t{100 * score:.1f}\t[0, 0, 0]\t"

@@ -1,6 +1,7 @@
-"""Tests for experiments/smat_table5_mlqe.py: the MLQE-PE pair files, the paper's split
-(students sample the teacher's training pairs; validation and test held out) and the smoke
-variant end to end on a synthetic MLQE-PE folder and the tiny BERT."""
+"""Tests for experiments/smat_table5_mlqe.py and smat_table6_mlqe_plausibility.py: the
+MLQE-PE pair files, the paper's split (students sample the teacher's training pairs;
+validation and test held out), and both end to end on a synthetic MLQE-PE folder (whose
+BAD words are exactly the replaced ones) and the tiny BERT."""
 
 import csv
 import json
@@ -13,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 
 import smat_table5_mlqe  # noqa: E402
+import smat_table6_mlqe_plausibility  # noqa: E402
 
 from smat.data.mlqe import load_mlqe  # noqa: E402
 from tests.helpers import write_synthetic_mlqe  # noqa: E402
@@ -59,3 +61,24 @@ def test_smoke_variant_trains_teacher_and_students_and_writes_the_table(tiny_che
     recorded = json.loads((out / "students" / "n32" / "smat" / "seed0" / "config.json")
                           .read_text())
     assert recorded["student"]["student_pool"] == "teacher_train"
+
+    # Table 6 on the Table 5 run: both sides scored on the translations with errors
+    table6 = smat_table6_mlqe_plausibility.run(out, root, output_dir=tmp_path / "t6")
+    scored = table6["per_pair"]["en-de"]
+    test = load_mlqe(root, language_pairs="en-de", split="test")
+    rows = [i for i, mask in enumerate(test.pair_word_masks) if mask.any()]
+    assert scored["num_examples"] == len(rows) > 0
+    # each side is scored against its own tags: BAD source words, BAD translation words
+    for side, masks in (("src", test.word_masks), ("tgt", test.pair_word_masks)):
+        assert scored[side]["report"]["rationale_words"] == sum(int(masks[i].sum())
+                                                                 for i in rows)
+    assert (scored["src"]["report"]["words_scored"]
+            == sum(len(test.data.texts[i].split()) for i in rows))
+    assert (scored["tgt"]["report"]["words_scored"]
+            == sum(len(test.data.text_pairs[i].split()) for i in rows))
+    for side in ("src", "tgt"):
+        aucs = scored[side]["auc"]
+        assert set(aucs) == {*smat_table6_mlqe_plausibility.STATIC, "smat", "best layer*",
+                             "best head*"}
+        assert all(0 <= value <= 1 for value in aucs.values())
+    assert "| smat |" in (tmp_path / "t6" / "table.md").read_text()

@@ -454,7 +454,7 @@ def _agreement_summary(stacked: dict[str, np.ndarray], mask: np.ndarray, *,
 
 def plausibility_report(trained: model_store.TrainedModel, rationales: RationaleDataset,
                         explain: ExplainConfig, *, max_len: int | None = None,
-                        top_k: int | None = None) -> dict[str, Any]:
+                        top_k: int | None = None, segment: int = 0) -> dict[str, Any]:
     """Agreement of explanations with human rationales, at the word level.
 
     Token scores become word scores by summing each word's sub-word scores (DESIGN 5); per
@@ -471,16 +471,19 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
         (:func:`smat.jobs.explain.explain_data`).
       max_len: token length (default: the model's); at most its position embeddings.
       top_k: words selected for the F1 metrics (default: mean rationale length).
+      segment: the text segment whose words are scored: 0 the first text (its
+        ``word_masks``), 1 the second of a pair (``pair_word_masks``; MLQE-PE's tags of the
+        translation).
 
     Returns:
       ``{"explainers": {name: {"roc_auc", "average_precision", "token_f1", "iou_f1",
       "num_excluded_auc"}}, "top_k", "num_examples", "words_scored", "rationale_words_cut"}``.
 
     Raises:
-      ValueError: the rationales do not annotate their first text segment (and what
+      ValueError: the rationales do not annotate that text segment (and what
         :func:`smat.jobs.explain.explain_data` raises).
     """
-    words = _rationale_words(trained, rationales, max_len=max_len)
+    words = _rationale_words(trained, rationales, max_len=max_len, segment=segment)
     explained = explain_data(trained, words.encoded, explain)
     k = top_k if top_k is not None else max(1, round(float(words.gold.sum(1).mean())))
     report: dict[str, Any] = {}
@@ -510,18 +513,21 @@ class _RationaleWords(NamedTuple):
 
 
 def _rationale_words(trained: model_store.TrainedModel, rationales: RationaleDataset, *,
-                     max_len: int | None) -> _RationaleWords:
-    """Tokenize rationale data and align its word masks to the tokens (warns about cut
-    rationale words)."""
-    if rationales.word_masks is None:
-        raise ValueError("the rationale data set has no word masks on its first text segment")
+                     max_len: int | None, segment: int = 0) -> _RationaleWords:
+    """Tokenize rationale data and align the word masks of one text segment to the tokens
+    (warns about cut rationale words)."""
+    masks = rationales.word_masks if segment == 0 else rationales.pair_word_masks
+    if masks is None:
+        raise ValueError(f"the rationale data set has no word masks on text segment "
+                         f"{segment} ({'first text' if segment == 0 else 'second text'})")
     max_len = max_len or trained.info["max_len"]
     texts, pairs = rationales.data.texts, rationales.data.text_pairs
     encoded = tokenize(rationales.data, trained.tokenizer, max_len=max_len)
-    word_ids = token_word_ids(texts, trained.tokenizer, max_len=max_len, text_pairs=pairs)
+    word_ids = token_word_ids(texts, trained.tokenizer, max_len=max_len, text_pairs=pairs,
+                              segment=segment)
     num_words = int(word_ids.max()) + 1
-    total = sum(int(m.sum()) for m in rationales.word_masks)
-    gold = pad_word_masks([m[:num_words] for m in rationales.word_masks], num_words=num_words)
+    total = sum(int(m.sum()) for m in masks)
+    gold = pad_word_masks([m[:num_words] for m in masks], num_words=num_words)
     present = np.zeros(gold.shape, bool)
     rows, cols = np.nonzero(word_ids >= 0)
     present[rows, word_ids[rows, cols]] = True
@@ -534,7 +540,8 @@ def _rationale_words(trained: model_store.TrainedModel, rationales: RationaleDat
 
 
 def head_plausibility(trained: model_store.TrainedModel, rationales: RationaleDataset, *,
-                      max_len: int | None = None, batch_size: int = 8) -> dict[str, Any]:
+                      max_len: int | None = None, batch_size: int = 8,
+                      segment: int = 0) -> dict[str, Any]:
     """Word-level ROC-AUC of every single attention head and of every layer's head mean.
 
     The oracles of the SMaT paper's Table 2 ("Attn. (best layer)*" and "Attn. (best
@@ -549,15 +556,16 @@ def head_plausibility(trained: model_store.TrainedModel, rationales: RationaleDa
       rationales: texts with word-level rationale masks (``smat.data.load_eraser``).
       max_len: token length (default: the model's).
       batch_size: rows per forward pass.
+      segment: the text segment whose words are scored (as :func:`plausibility_report`).
 
     Returns:
       ``{"head_auc": (L, H) list, "layer_auc": (L,) list, "best_head": [l, h],
       "best_head_auc", "best_layer", "best_layer_auc", "num_examples"}``.
 
     Raises:
-      ValueError: the rationales do not annotate their first text segment.
+      ValueError: the rationales do not annotate that text segment.
     """
-    words = _rationale_words(trained, rationales, max_len=max_len)
+    words = _rationale_words(trained, rationales, max_len=max_len, segment=segment)
     graphdef, params = functional.split(trained.model)
     encoder = trained.model.encoder.config
     num_layers, num_heads = encoder.num_layers, encoder.num_heads
