@@ -2,7 +2,7 @@
 
 Data flows: a source (`load_dataset` for any Hugging Face `datasets` source, `load_corpus` for
 the built-in offline corpora, `load_eraser` / `load_mlqe` for data with human word-level
-annotations) -> `TextDataset` -> split indices (`train_validation_test_split`, `smat_split`,
+annotations; `load_images` for labelled images, `preprocess_images` to a ViT's input) -> `TextDataset` -> split indices (`train_validation_test_split`, `smat_split`,
 `student_split`, `teacher_split`) -> `TextDataset.select` -> `tokenize` -> `Encoded` numpy arrays ->
 `iterate_batches`. `rationales` aligns word / character annotations with sub-word tokens.
 """
@@ -19,6 +19,9 @@ from smat.data.dataset import RationaleDataset as RationaleDataset
 from smat.data.dataset import TextDataset as TextDataset
 from smat.data.dataset import encode_labels as encode_labels
 from smat.data.eraser import load_eraser as load_eraser
+from smat.data.images import ImageDataset as ImageDataset
+from smat.data.images import load_images as load_images
+from smat.data.images import preprocess as preprocess_images
 from smat.data.mlqe import load_mlqe as load_mlqe
 from smat.data.rationales import char_spans_to_token_mask as char_spans_to_token_mask
 from smat.data.rationales import pad_word_masks as pad_word_masks
@@ -46,6 +49,7 @@ from smat.data.tokenization import tokenize_with_stats as tokenize_with_stats
 
 __all__ = [
     "Encoded",
+    "ImageDataset",
     "ProtocolSplits",
     "RationaleDataset",
     "Splits",
@@ -63,10 +67,12 @@ __all__ = [
     "load_corpus",
     "load_dataset",
     "load_eraser",
+    "load_images",
     "load_mlqe",
     "num_batches",
     "pad_word_masks",
     "padded_length",
+    "preprocess_images",
     "shuffled_tokens",
     "smat_split",
     "spans_to_word_mask",
