@@ -2,9 +2,11 @@
 
 Data flows: a source (`load_dataset` for any Hugging Face `datasets` source, `load_corpus` for
 the built-in offline corpora, `load_eraser` / `load_mlqe` for data with human word-level
-annotations; `load_images` for labelled images, `preprocess_images` to a ViT's input) -> `TextDataset` -> split indices (`train_validation_test_split`, `smat_split`,
+annotations) -> `TextDataset` -> split indices (`train_validation_test_split`, `smat_split`,
 `student_split`, `teacher_split`) -> `TextDataset.select` -> `tokenize` -> `Encoded` numpy arrays ->
 `iterate_batches`. `rationales` aligns word / character annotations with sub-word tokens.
+Images: `load_images` (class folders, `.npz`, Hugging Face) -> `ImageDataset` ->
+`preprocess_images` (a ViT's input size and normalisation).
 """
 
 from smat.data.batching import epoch_order as epoch_order

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from jaxtyping import Float, Int
