@@ -35,6 +35,9 @@ from baselines.gradients import saliency as saliency
 from baselines.model_adapters import POINTS as POINTS
 from baselines.model_adapters import AttributionInputs as AttributionInputs
 from baselines.model_adapters import attribution_inputs as attribution_inputs
+from baselines.model_adapters import (
+    patch_attribution_inputs as patch_attribution_inputs,
+)
 from baselines.model_adapters import token_baseline as token_baseline
 from baselines.noise_tunnel import NT_TYPES as NT_TYPES
 from baselines.noise_tunnel import noise_tunnel as noise_tunnel
@@ -73,6 +76,7 @@ __all__ = [
     "mean_attention",
     "noise_tunnel",
     "occlusion",
+    "patch_attribution_inputs",
     "quadrature",
     "random_saliency",
     "rescale",

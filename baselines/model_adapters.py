@@ -24,7 +24,8 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float
 
-__all__ = ["POINTS", "AttributionInputs", "attribution_inputs", "token_baseline"]
+__all__ = ["POINTS", "AttributionInputs", "attribution_inputs", "patch_attribution_inputs",
+           "token_baseline"]
 
 POINTS = ("word_embeddings", "embedding_output")
 """Attribution points of :func:`attribution_inputs`."""
@@ -116,6 +117,50 @@ def attribution_inputs(
             attention="none", **{feed: z},
         )
         return out.logits
+
+    return AttributionInputs(f, x, mask)
+
+
+def patch_attribution_inputs(
+    graphdef: Any,
+    params: Any,
+    *,
+    pixel_values: ArrayLike,
+    patch_mask: ArrayLike | None = None,
+) -> AttributionInputs:
+    """Build ``f``, ``x`` and ``mask`` for a ``smat.models`` ViT classifier: the attribution
+    point is the patch embeddings (the patch projection's output, before [CLS] and the
+    position embeddings are added), so every explainer gives one score per patch.
+
+    Args:
+      graphdef / params: a ViT ``SequenceClassifier`` (``smat.models.functional.split``).
+      pixel_values: ``(B, C, H, W)`` images (HF's channel-first layout).
+      patch_mask: ``(B, N)`` bool, True at the patches the model sees (default: all); the
+        model's [CLS] token is always seen.
+
+    Returns:
+      :class:`AttributionInputs` with ``x`` ``(B, N, D)`` and ``mask`` ``(B, N)``; ``f``
+      feeds ``x`` back through ``inputs_embeds`` and returns the logits ``(B, C)``.
+
+    Raises:
+      ValueError: a mask whose shape is not ``(B, N)`` (shape errors of the images come
+        from the model).
+    """
+    from smat.models import functional
+
+    model_view = functional.apply(graphdef, params, pixel_values=jnp.asarray(pixel_values),
+                                  attention="none")
+    x = model_view.encoder.inputs_embeds  # (B, N, D)
+    mask = (jnp.ones(x.shape[:2], bool) if patch_mask is None
+            else jnp.asarray(patch_mask).astype(bool))
+    if mask.shape != x.shape[:2]:
+        raise ValueError(f"patch_mask must have shape {x.shape[:2]} (batch, patches), got "
+                         f"{mask.shape}")
+
+    def f(z: jax.Array, m: jax.Array) -> jax.Array:
+        seen = jnp.concatenate([jnp.ones((m.shape[0], 1), bool), m.astype(bool)], axis=1)
+        return functional.apply(graphdef, params, inputs_embeds=z, attention_mask=seen,
+                                attention="none").logits
 
     return AttributionInputs(f, x, mask)
 
