@@ -66,3 +66,32 @@ def test_plot_head_weights(tmp_path):
     assert reds.max() > 0.5 and reds.min() < -0.5  # both ends of the diverging map
     with pytest.raises(ValueError, match="layers, heads"):
         plot_head_weights(np.ones(3), tmp_path / "x.png")
+
+
+def test_patch_heatmap_fills_each_patch_block_in_row_major_order():
+    from smat.store.render import patch_heatmap
+
+    heat = patch_heatmap(np.array([0.0, 2.0, -1.0, 4.0]), image_size=4)  # a 2 x 2 grid
+    np.testing.assert_array_equal(heat, [[0, 0, 0.5, 0.5], [0, 0, 0.5, 0.5],
+                                         [-0.25, -0.25, 1, 1], [-0.25, -0.25, 1, 1]])
+    np.testing.assert_array_equal(patch_heatmap(np.zeros(4), image_size=2), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="one square grid"):
+        patch_heatmap(np.zeros(3), image_size=6)
+    with pytest.raises(ValueError, match="not a multiple"):
+        patch_heatmap(np.zeros(4), image_size=5)
+
+
+def test_plot_patch_saliency_writes_one_row_per_image(tmp_path):
+    from PIL import Image
+
+    from smat.store.render import plot_patch_saliency
+
+    images = np.random.default_rng(0).random((2, 16, 16, 3))
+    scores = {"gradient": np.abs(np.random.default_rng(1).normal(size=(2, 16))),
+              "attention_all": np.eye(2, 16)}
+    path = plot_patch_saliency(images, scores, tmp_path / "grid.png", titles=["cat", "dog"])
+    with Image.open(path) as png:
+        width, height = png.size
+    assert width == 600 and height == 420  # 3 columns x 2 rows at 2.0 x 2.1 inches, 100 dpi
+    with pytest.raises(ValueError, match="1 rows of scores for 2 images"):
+        plot_patch_saliency(images, {"gradient": scores["gradient"][:1]}, tmp_path / "x.png")

@@ -1,4 +1,5 @@
-"""Views for people: HTML pages colouring tokens by saliency, and head-weight heatmaps.
+"""Views for people: HTML pages colouring tokens by saliency, PNG grids of patch saliency
+over images, and head-weight heatmaps.
 
 As in Figure 3 of the SMaT paper, each row of the page is one explainer's view of the same
 example. Word pieces are merged into words (their scores summed, as the word-level metrics
@@ -186,4 +187,70 @@ def plot_head_weights(weights: np.ndarray, path: str | Path, *,
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
+    return path
+
+
+def patch_heatmap(scores: np.ndarray, *, image_size: int) -> np.ndarray:
+    """One explainer's patch scores ``(patches,)`` of a square grid as an ``(image_size,
+    image_size)`` map: each patch's score fills its block (patches in row-major order, as
+    a ViT numbers them), divided by the largest absolute score (zero stays zero).
+
+    Raises:
+      ValueError: a patch count that is not a square, or an image size the grid does not
+        divide.
+    """
+    scores = np.asarray(scores, np.float64)
+    grid = int(round(np.sqrt(scores.size)))
+    if grid * grid != scores.size or scores.ndim != 1:
+        raise ValueError(f"patch scores must be one square grid's, got shape {scores.shape}")
+    if image_size % grid:
+        raise ValueError(f"image size {image_size} is not a multiple of the {grid} x {grid} "
+                         "patch grid")
+    block = image_size // grid
+    scale = np.abs(scores).max()
+    normalised = scores / scale if scale > 0 else scores
+    return np.kron(normalised.reshape(grid, grid), np.ones((block, block)))
+
+
+def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
+                        path: str | Path, *, titles: Sequence[str] | None = None) -> Path:
+    """A PNG grid of image explanations: one row per image (the image, then each
+    explainer's patch saliency over it), coloured as the HTML page colours tokens (red
+    above zero, blue below, the shade the score over the row's largest absolute score).
+
+    Args:
+      images: ``(N, H, W, 3)`` in [0, 1], square.
+      scores: explainer name -> ``(N, patches)`` patch scores (row-major patch order).
+      path: the PNG file to write.
+      titles: one line per image (e.g. its label and prediction).
+
+    Raises:
+      ValueError: images that are not (N, S, S, 3), or scores of another image count.
+    """
+    from matplotlib.figure import Figure
+
+    images = np.asarray(images, np.float64)
+    if images.ndim != 4 or images.shape[-1] != 3 or images.shape[1] != images.shape[2]:
+        raise ValueError(f"images must be (N, S, S, 3), got {images.shape}")
+    for name, value in scores.items():
+        if len(value) != len(images):
+            raise ValueError(f"{name}: {len(value)} rows of scores for {len(images)} images")
+    columns = 1 + len(scores)
+    figure = Figure(figsize=(2.0 * columns, 2.1 * len(images)))
+    axes = np.asarray(figure.subplots(len(images), columns, squeeze=False))
+    for row, image in enumerate(images):
+        axes[row, 0].imshow(image)
+        axes[row, 0].set_title(titles[row] if titles else "input", fontsize="small")
+        for column, (name, value) in enumerate(scores.items(), start=1):
+            heat = patch_heatmap(value[row], image_size=images.shape[1])
+            axes[row, column].imshow(image.mean(-1), cmap="gray", vmin=0, vmax=1)
+            axes[row, column].imshow(heat, cmap="RdBu_r", vmin=-1, vmax=1, alpha=0.6)
+            axes[row, column].set_title(name, fontsize="small")
+        for cell in axes[row]:
+            cell.set_xticks([])
+            cell.set_yticks([])
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
     return path
