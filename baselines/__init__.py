@@ -35,6 +35,7 @@ from baselines.gradients import saliency as saliency
 from baselines.model_adapters import POINTS as POINTS
 from baselines.model_adapters import AttributionInputs as AttributionInputs
 from baselines.model_adapters import attribution_inputs as attribution_inputs
+from baselines.model_adapters import patch_attention_inputs as patch_attention_inputs
 from baselines.model_adapters import (
     patch_attribution_inputs as patch_attribution_inputs,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "mean_attention",
     "noise_tunnel",
     "occlusion",
+    "patch_attention_inputs",
     "patch_attribution_inputs",
     "quadrature",
     "random_saliency",

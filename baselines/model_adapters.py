@@ -24,8 +24,8 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float
 
-__all__ = ["POINTS", "AttributionInputs", "attribution_inputs", "patch_attribution_inputs",
-           "token_baseline"]
+__all__ = ["POINTS", "AttributionInputs", "attribution_inputs", "patch_attention_inputs",
+           "patch_attribution_inputs", "token_baseline"]
 
 POINTS = ("word_embeddings", "embedding_output")
 """Attribution points of :func:`attribution_inputs`."""
@@ -163,6 +163,31 @@ def patch_attribution_inputs(
                                 attention="none").logits
 
     return AttributionInputs(f, x, mask)
+
+
+def patch_attention_inputs(
+    graphdef: Any,
+    params: Any,
+    *,
+    pixel_values: ArrayLike,
+    query_pooling: Literal["mean", "cls"] = "mean",
+) -> tuple[Float[Array, "layers batch heads patches"], Bool[Array, "batch patches"]]:
+    """A ViT classifier's query-pooled attention rows over its patches, for the attention
+    explainers (static or learned): ``(pooled (L, B, H, N), mask (B, N))`` with the [CLS]
+    key left out, so each explainer gives one score per patch.
+
+    Args:
+      graphdef / params: a ViT ``SequenceClassifier`` (``smat.models.functional.split``).
+      pixel_values: ``(B, C, H, W)`` images.
+      query_pooling: how the query rows are pooled ("mean" over all tokens, or the [CLS]
+        row).
+    """
+    from smat.models import functional
+
+    out = functional.apply(graphdef, params, pixel_values=jnp.asarray(pixel_values),
+                           attention="pooled", query_pooling=query_pooling)
+    pooled = out.encoder.pooled_attention_logits[..., 1:]  # drop the [CLS] key
+    return pooled, jnp.ones(pooled.shape[1:2] + pooled.shape[3:], bool)
 
 
 def token_baseline(

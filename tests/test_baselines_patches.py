@@ -61,3 +61,18 @@ def test_hidden_patches_score_zero_and_change_the_prediction(vit):
     with pytest.raises(ValueError, match="patch_mask must have shape"):
         baselines.patch_attribution_inputs(graphdef, params, pixel_values=pixels,
                                            patch_mask=np.ones((2, 17), bool))
+
+
+def test_attention_explainers_score_patches_without_the_cls_key(vit):
+    graphdef, params, pixels = vit
+    pooled, mask = baselines.patch_attention_inputs(graphdef, params, pixel_values=pixels)
+    num_patches = ViTConfig.tiny().num_patches
+    assert pooled.shape == (2, 2, 4, num_patches) and mask.shape == (2, num_patches)
+    scores = baselines.all_layers_attention(pooled, mask).scores
+    assert scores.shape == (2, num_patches)
+    # the patches' columns of the model's own pooled attention rows, averaged over heads
+    full = functional.apply(graphdef, params, pixel_values=pixels, attention="pooled")
+    rows = np.asarray(full.encoder.pooled_attention_logits)  # (L, B, H, 1 + patches)
+    np.testing.assert_allclose(scores, rows[..., 1:].mean(axis=(0, 2)), rtol=1e-5, atol=1e-7)
+    last = baselines.last_layer_attention(pooled, mask).scores
+    np.testing.assert_allclose(last, rows[-1, :, :, 1:].mean(axis=1), rtol=1e-5, atol=1e-7)
