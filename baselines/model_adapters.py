@@ -146,11 +146,11 @@ def patch_attribution_inputs(
       ValueError: a mask whose shape is not ``(B, N)`` (shape errors of the images come
         from the model).
     """
+    from flax import nnx
+
     from smat.models import functional
 
-    model_view = functional.apply(graphdef, params, pixel_values=jnp.asarray(pixel_values),
-                                  attention="none")
-    x = model_view.encoder.inputs_embeds  # (B, N, D)
+    x = nnx.merge(graphdef, params).encoder.patchify(jnp.asarray(pixel_values))  # (B, N, D)
     mask = (jnp.ones(x.shape[:2], bool) if patch_mask is None
             else jnp.asarray(patch_mask).astype(bool))
     if mask.shape != x.shape[:2]:

@@ -217,6 +217,15 @@ def diagnostics_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def paired_comparisons(records: Sequence[Mapping[str, Any]], *,
+                       metric: str = "accuracy") -> list[dict[str, Any]]:
+    """Each of :data:`COMPARISONS` tested over seeds, per size where both settings ran."""
+    return [{"candidate": candidate, "baseline": baseline, **row}
+            for candidate, baseline in COMPARISONS
+            for row in paired_seed_comparison(records, candidate=candidate,
+                                              baseline=baseline, metric=metric)]
+
+
 def comparisons_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Markdown table of the paired comparisons over seeds."""
     lines = ["| candidate vs baseline | n | models | median difference (points) | wins | "
@@ -308,10 +317,7 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
                    "figure5_max_weight": float(weights.max())}
     diagnostics = smat_diagnostics(records, output_dir / "students",
                                    outer_clip_norm=ScaffoldConfig().outer_clip_norm)
-    comparisons = [{"candidate": candidate, "baseline": baseline, **row}
-                   for candidate, baseline in COMPARISONS
-                   for row in paired_seed_comparison(records, candidate=candidate,
-                                                     baseline=baseline)]
+    comparisons = paired_comparisons(records)
     text = (f"Teacher test accuracy {100 * teacher['test']['accuracy']:.2f}%.\n\n"
             f"Measured ({variant}):\n\n{table}\n\nPaired over seeds (one-sided Wilcoxon "
             f"signed-rank, one trained student per seed):\n\n"

@@ -61,6 +61,7 @@ import numpy as np
 from smat_table1 import (
     comparisons_table,
     median_record,
+    paired_comparisons,
     paper_table,
     parse_variant_args,
     steps_table,
@@ -68,11 +69,7 @@ from smat_table1 import (
 )
 
 from smat.data.mlqe import load_mlqe
-from smat.evaluation.simulability import (
-    paired_seed_comparison,
-    plot_simulability,
-    simulability_table,
-)
+from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.grid import run_grid
 from smat.jobs.runs import DataConfig, run_teacher
 from smat.models import ModelSource
@@ -85,7 +82,6 @@ from smat.training.teacher import TeacherTrainConfig
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
 VARIANTS = ("paper", "cpu", "smoke")
-COMPARISONS = (("smat", "attention_all"), ("smat", "none"), ("attention_all", "none"))
 METRIC = "pearson"
 
 # Table 5 of the paper (MLQE-PE, six pairs, XLM-R-base), median [q25:q75] Pearson at
@@ -206,11 +202,7 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
                        output_dir=output_dir / "students", progress=progress)
     table = simulability_table(records, metric=METRIC, scale=1.0, digits=4)
     plot_simulability(records, output_dir / "simulability.png", metric=METRIC)
-    comparisons = [{"candidate": candidate, "baseline": baseline, **row}
-                   for candidate, baseline in COMPARISONS
-                   if {candidate, baseline} <= set(config["explainers"])
-                   for row in paired_seed_comparison(records, candidate=candidate,
-                                                     baseline=baseline, metric=METRIC)]
+    comparisons = paired_comparisons(records, metric=METRIC)
     figure = {}
     if "smat" in config["explainers"]:
         middle = config["sizes"][len(config["sizes"]) // 2]

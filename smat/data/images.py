@@ -17,6 +17,7 @@ import numpy as np
 from jaxtyping import Float, Int
 
 from smat.data.dataset import encode_labels
+from smat.data.sources import load_hub
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 # ImageNet's channel mean and deviation, the normalisation of ViT checkpoints (HF's
@@ -75,8 +76,9 @@ def load_images(source: str | Path, *, image_size: int | None = None, split: str
 
     Raises:
       FileNotFoundError: no such folder or file.
-      ValueError: an unreadable image (its file or row), images of different sizes without
-        `image_size`, a missing label, or an empty source.
+      ConnectionError: a Hub id could not be reached (e.g. offline).
+      ValueError: an unknown Hub id, an unreadable image (its file or row), images of
+        different sizes without `image_size`, a missing label, or an empty source.
     """
     path = Path(source)
     if path.is_dir() and not _is_saved_hf_dataset(path):
@@ -175,13 +177,8 @@ def _as_rgb(image: np.ndarray, name: str) -> np.ndarray:
 def _read_hf(source: str, split: str, image_column: str, label_column: str):
     import datasets
 
-    try:
-        path = Path(source)
-        data = (datasets.load_from_disk(source) if path.is_dir()
-                else datasets.load_dataset(source, split=split))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{source} is neither an image folder, an .npz file nor a "
-                                "Hugging Face dataset") from None
+    data = (datasets.load_from_disk(source) if Path(source).is_dir()
+            else load_hub(source, name=None, split=split, cache_dir=None))
     if isinstance(data, datasets.DatasetDict):
         if split not in data:
             raise ValueError(f"{source} has no split {split!r}; it has {sorted(data)}")

@@ -107,7 +107,9 @@ def _load_local(paths: list[Path], *, split: str, text_columns: list[str],
                                  split=split, cache_dir=cache_dir, **kwargs)
 
 
-def _load_hub(source: str, *, name: str | None, split: str, cache_dir: str | None) -> Any:
+def load_hub(source: str, *, name: str | None, split: str, cache_dir: str | None) -> Any:
+    """One split of a Hugging Face Hub data set, with the errors of an unknown id or no
+    network said plainly."""
     import datasets
     from datasets.exceptions import DatasetNotFoundError
 
@@ -175,7 +177,7 @@ def load_dataset(
     empty = ValueError(f"split {split!r} of {described} is empty (0 rows)")
     try:
         if paths is None:
-            ds = _load_hub(str(source), name=name, split=split, cache_dir=cache_dir)
+            ds = load_hub(str(source), name=name, split=split, cache_dir=cache_dir)
         else:
             ds = _load_local(paths, split=split, text_columns=text_columns, cache_dir=cache_dir)
     except ValueError as exc:
