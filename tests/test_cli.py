@@ -319,6 +319,22 @@ def test_version_and_no_progress_on_every_command(capsys):
     assert missing == []
 
 
+def test_version_of_a_source_tree_without_package_metadata(capsys, monkeypatch):
+    # a checkout on PYTHONPATH (the device machine's copy) has no installed metadata: the
+    # parser still builds and every command runs (it raised PackageNotFoundError there)
+    import importlib.metadata
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == (
+        "smat unknown (not installed: run from a source tree)")
+
+
 def test_explain_shows_a_progress_bar_over_its_rows(tiny_teacher, tmp_path, capsys):
     texts = tmp_path / "texts.txt"
     texts.write_text("a great film\nboring and slow\nfine\n")

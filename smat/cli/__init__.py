@@ -51,12 +51,21 @@ from smat.training.loop import STOP
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
 
 
+def installed_version() -> str:
+    """smat's version from its package metadata; a checkout used through PYTHONPATH (as on
+    a device machine that receives only the working tree) has none."""
+    try:
+        return importlib.metadata.version("smat")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: run from a source tree)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `smat` command: one sub-command per :data:`COMMANDS`
     entry, its flags those of the entry's config."""
     parser = argparse.ArgumentParser(prog="smat", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version",
-                        version=f"smat {importlib.metadata.version('smat')}")
+                        version=f"smat {installed_version()}")
     top = parser.add_subparsers(dest="command", required=True)
     groups: dict[str, Any] = {}
     for command in COMMANDS:
