@@ -41,13 +41,16 @@ class BatchInputs(NamedTuple):
     Attributes:
       graphdef, params: the model (``smat.models.functional.split``); None for a bare
         ``f`` (:meth:`of_embeddings`).
-      input_ids, attention_mask, token_type_ids: (B, T) the batch.
+      input_ids, attention_mask, token_type_ids: (B, T) the batch; for images
+        (:meth:`of_images`) input_ids and token_type_ids are None and attention_mask is
+        the (B, patches) patch mask.
       target: (B,) the class the gradient and perturbation explainers attribute (None: the
         predicted one).
       f, x, mask: the model as ``f(x, mask) -> (B, C)`` at the word embeddings x (B, T, E)
         (``baselines.attribution_inputs``).
       keys: (B,) one PRNG key per row, ``fold_in(PRNGKey(seed), row's data-set index)``.
       ig_steps, ig_method: integrated gradients' quadrature.
+      pixel_values: (B, C, H, W) images of a ViT (None for text): positions are patches.
     """
 
     graphdef: Any
@@ -62,6 +65,7 @@ class BatchInputs(NamedTuple):
     keys: jax.Array | None
     ig_steps: int
     ig_method: str
+    pixel_values: jax.Array | None = None
 
     @classmethod
     def of_batch(cls, graphdef, params, input_ids, attention_mask, token_type_ids,
@@ -72,6 +76,29 @@ class BatchInputs(NamedTuple):
                                                   token_type_ids=token_type_ids)
         return cls(graphdef, params, input_ids, attention_mask, token_type_ids, target, f, x,
                    mask, _row_keys(seed, row_ids, x.shape[0]), ig_steps, ig_method)
+
+    @classmethod
+    def of_images(cls, graphdef, params, pixel_values, target=None, *, ig_steps: int = 50,
+                  ig_method: str = "gausslegendre", seed: int = 0,
+                  row_ids: jax.Array | None = None) -> BatchInputs:
+        """A ViT's batch: f, x, mask at the patch embeddings
+        (``baselines.patch_attribution_inputs``), so every position is a patch."""
+        f, x, mask = baselines.patch_attribution_inputs(graphdef, params,
+                                                        pixel_values=pixel_values)
+        return cls(graphdef, params, None, mask, None, target, f, x, mask,
+                   _row_keys(seed, row_ids, x.shape[0]), ig_steps, ig_method, pixel_values)
+
+    def pooled_attention(self) -> tuple[jax.Array, jax.Array]:
+        """The query-pooled attention logits (L, B, H, T) over the explained positions and
+        their (B, T) mask: tokens, or a ViT's patches with the [CLS] key left out
+        (``baselines.patch_attention_inputs``)."""
+        if self.pixel_values is not None:
+            return baselines.patch_attention_inputs(self.graphdef, self.params,
+                                                    pixel_values=self.pixel_values)
+        out = functional.apply(self.graphdef, self.params, self.input_ids,
+                               attention_mask=self.attention_mask,
+                               token_type_ids=self.token_type_ids, attention="pooled")
+        return out.encoder.pooled_attention_logits, jnp.asarray(self.attention_mask) != 0
 
     @classmethod
     def of_embeddings(cls, f, x, mask, target=None, *, ig_steps: int = 50,
@@ -173,11 +200,7 @@ def _kernel_shap(b: BatchInputs) -> jax.Array:
 
 def _pooled_attention(explain: Callable):
     def scores(b: BatchInputs) -> jax.Array:
-        out = functional.apply(b.graphdef, b.params, b.input_ids,
-                               attention_mask=b.attention_mask,
-                               token_type_ids=b.token_type_ids, attention="pooled")
-        return explain(out.encoder.pooled_attention_logits,
-                       jnp.asarray(b.attention_mask) != 0).scores
+        return explain(*b.pooled_attention()).scores
     return scores
 
 
@@ -218,6 +241,8 @@ class ExplainerSpec:
       attackable: differentiable in the embeddings and needs nothing but ``f``, x, mask,
         target and IG's settings (:meth:`BatchInputs.of_embeddings`): the attacks on
         explanations (``smat.evaluation.attacks``) move it.
+      images: explains a ViT's patches (:func:`static_patch_scores`); False for those
+        that need tokens (a PAD embedding) or a token order (windows, rollout over [CLS]).
     """
 
     name: str
@@ -230,6 +255,7 @@ class ExplainerSpec:
     teacher_temperature: float = 1.0
     batch_independent: bool = False
     attackable: bool = False
+    images: bool = True
 
 
 STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
@@ -254,7 +280,7 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                           "embedding; on smat's encoders no unit gets the rule, as in Captum "
                           "on BERT (Captum DeepLift)"),
     ExplainerSpec(name="deeplift_shap", scores=_deeplift_shap, needs_gradients=True,
-                  signed=True, student_beta=0.2, teacher_temperature=0.1,
+                  signed=True, student_beta=0.2, teacher_temperature=0.1, images=False,
                   summary="DeepLift averaged over two references, zero and PAD embeddings, "
                           "summed over the embedding (Captum DeepLiftShap)"),
     ExplainerSpec(name="smoothgrad", scores=_smoothgrad, needs_gradients=True,
@@ -288,7 +314,7 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                           "from Captum's sampler (seeded per row), constrained to sum to "
                           "f(x) - f(zero embeddings) (Captum KernelShap)"),
     ExplainerSpec(name="occlusion", scores=_occlusion, needs_gradients=False,
-                  student_beta=0.2, signed=True,
+                  student_beta=0.2, signed=True, images=False,
                   summary="the same drop for windows of 3 tokens, stride 1, averaged over "
                           "the windows covering each token (Captum Occlusion)"),
     ExplainerSpec(name="attention_all", scores=_pooled_attention(baselines.all_layers_attention),
@@ -300,7 +326,7 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                   needs_gradients=False, signed=True, student_beta=5.0,
                   summary="the same over the heads of the last layer"),
     ExplainerSpec(name="attention_rollout", scores=_attention_rollout, needs_gradients=False,
-                  needs_full_attention=True,
+                  needs_full_attention=True, images=False,
                   summary="attention rollout (Abnar & Zuidema 2020) of the full attention"),
     ExplainerSpec(name="random", scores=_random, needs_gradients=False,
                   batch_independent=True,
@@ -385,6 +411,7 @@ def _ensemble_spec(name: str) -> ExplainerSpec:
         name=name, scores=scores, needs_gradients=any(s.needs_gradients for s in specs),
         needs_full_attention=any(s.needs_full_attention for s in specs),
         batch_independent=any(s.batch_independent for s in specs),
+        images=all(s.images for s in specs),
         summary=f"mean of {', '.join(members)}, each normalized to sum 1 ({normalization})")
 
 
@@ -473,6 +500,38 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, t
     return spec(name).scores(BatchInputs.of_batch(
         graphdef, params, input_ids, attention_mask, token_type_ids, target,
         ig_steps=ig_steps, ig_method=ig_method, seed=seed, row_ids=row_ids))
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "name", "ig_steps", "ig_method"))
+def static_patch_scores(graphdef, params, pixel_values, target=None, *, name: str,
+                        ig_steps: int = 50, ig_method: str = "gausslegendre", seed: int = 0,
+                        row_ids: jax.Array | None = None) -> jax.Array:
+    """(B, patches) scores of the static explainer `name` on a ViT's images, one jitted
+    call: the gradient and perturbation explainers attribute at the patch embeddings, the
+    attention explainers read the pooled attention rows over the patches (the [CLS] key
+    left out), as :func:`static_scores` does over tokens.
+
+    Raises:
+      ValueError: an unknown `name`, or one that does not explain patches
+        (``ExplainerSpec.images``), at trace time.
+    """
+    explainer = spec(name)
+    if not explainer.images:
+        raise ValueError(f"{name} explains tokens, not image patches; for images choose "
+                         f"from {sorted(n for n, s in STATIC.items() if s.images)}")
+    return explainer.scores(BatchInputs.of_images(
+        graphdef, params, pixel_values, target, ig_steps=ig_steps, ig_method=ig_method,
+        seed=seed, row_ids=row_ids))
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "explainer_config"))
+def learned_patch_scores(graphdef, params, pixel_values, explainer_params, *,
+                         explainer_config) -> jax.Array:
+    """(B, patches) scores of a saved learned attention explainer (Eq. 11) on a ViT's
+    images, over the patches' pooled attention rows."""
+    pooled, mask = baselines.patch_attention_inputs(graphdef, params,
+                                                    pixel_values=pixel_values)
+    return LoadedExplainer(explainer_params, explainer_config)(pooled, mask).scores
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "explainer_config"))

@@ -430,24 +430,33 @@ def test_missing_inputs_are_named():
 
 
 @pytest.mark.slow
-def test_step_with_smat_sequence_classifier():
+@pytest.mark.parametrize("modality", ["text", "image"])
+def test_step_with_smat_sequence_classifier(modality):
+    # the same SMaT step on a text model (token ids) and a ViT (pixel values): it compiles
+    # once, and the teacher explainer's head weights move
     from flax import nnx
 
-    from smat.models import SequenceClassifier, TextConfig, functional
+    from smat.models import SequenceClassifier, TextConfig, ViTConfig, functional
     from smat.training.scaffold import ClassifierForward, ClassifierTeacher
 
-    text = TextConfig.tiny()
-    graphdef, theta = functional.split(SequenceClassifier(text, num_labels=2, rngs=nnx.Rngs(0)))
+    encoder = TextConfig.tiny() if modality == "text" else ViTConfig.tiny()
+    graphdef, theta = functional.split(
+        SequenceClassifier(encoder, num_labels=2, rngs=nnx.Rngs(0)))
     teacher_def, teacher = functional.split(
-        SequenceClassifier(text, num_labels=2, rngs=nnx.Rngs(1)))
+        SequenceClassifier(encoder, num_labels=2, rngs=nnx.Rngs(1)))
     explainer = explainers.AttentionExplainer(explainers.AttentionExplainerConfig(
-        num_layers=text.num_layers, num_heads=text.num_heads))
+        num_layers=encoder.num_layers, num_heads=encoder.num_heads))
     functions = ScaffoldFunctions(
         student_forward=ClassifierForward(graphdef), student_explainer=explainer.apply,
         teacher_explainer=explainer.apply, teacher_forward=ClassifierTeacher(teacher_def))
-    ids = jax.random.randint(jax.random.key(0), (4, 12), 1, text.vocab_size)
-    mask = (jnp.arange(12)[None, :] < jnp.array([12, 8, 5, 10])[:, None]).astype(jnp.int32)
-    batch = {"input_ids": jnp.where(mask == 1, ids, 0), "attention_mask": mask}
+    if modality == "text":
+        ids = jax.random.randint(jax.random.key(0), (4, 12), 1, encoder.vocab_size)
+        mask = (jnp.arange(12)[None, :] < jnp.array([12, 8, 5, 10])[:, None]).astype(jnp.int32)
+        batch = {"input_ids": jnp.where(mask == 1, ids, 0), "attention_mask": mask}
+    else:
+        # [CLS] + 16 patches; the mask also says which tokens the explanations cover
+        batch = {"pixel_values": jax.random.normal(jax.random.key(0), (4, 3, 16, 16)),
+                 "attention_mask": jnp.ones((4, encoder.num_patches + 1), jnp.int32)}
     config = ScaffoldConfig(inner_learning_rate=0.1, outer_learning_rate=0.05)
     state = init_state(config, student_params=theta, student_explainer_params=explainer.init(None),
                        teacher_explainer_params=explainer.init(None), rng=jax.random.key(0))

@@ -106,6 +106,8 @@ def runtime_field() -> Any:
 
 TEXTS_FILE_DOC = ("text file, one example per line (blank lines are skipped, with a "
                   "warning); for a text-pair model the two texts separated by a tab")
+EXPLAIN_SOURCE_DOC = (TEXTS_FILE_DOC + "; for an image (ViT) model, a folder of class "
+                      "sub-folders of images or an .npz of images and labels")
 
 
 def seeds_from(count: int, first: int) -> list[int]:
@@ -368,7 +370,8 @@ class Explain:
     """explain predictions; JSON + HTML page
 
     Attributes:
-      model: a trained-model folder.
+      model: a trained-model folder (text, or a ViT: then one score per image patch, the
+        page lays them over the images, and a PNG grid is written too).
       explain: the explainers and how they run.
       output_dir: where the results are written.
       word_pieces: show the tokenizer's word pieces on the HTML page (default: whole words,
@@ -376,7 +379,7 @@ class Explain:
     """
 
     model: str = field(metadata={"metavar": "FOLDER"})
-    texts: str = field(metadata={"positional": True, "doc": TEXTS_FILE_DOC})
+    texts: str = field(metadata={"positional": True, "doc": EXPLAIN_SOURCE_DOC})
     explain: ExplainConfig = field(metadata={"skip": ("num_examples",)})
     output_dir: str = "runs/explain"
     word_pieces: bool = False
@@ -385,8 +388,10 @@ class Explain:
 
 def explain(config: Explain) -> int:
     from smat.jobs.explain import explain_texts, write_explanations
-    from smat.store.model_store import load
+    from smat.store.model_store import encoder_kind, load
 
+    if encoder_kind(config.model) == "vit":
+        return explain_image_source(config)
     texts = read_texts(config.texts)
     trained = load(config.model, precision=config.explain.precision)
     explanations = explain_texts(trained, texts, config.explain)
@@ -394,6 +399,23 @@ def explain(config: Explain) -> int:
     print(json.dumps(write_explanations(explanations, config.output_dir, texts=texts,
                                         label_names=label_names,
                                         word_pieces=config.word_pieces), indent=2))
+    return 0
+
+
+def explain_image_source(config: Explain) -> int:
+    """`smat explain` with an image model: the positional source is a folder of class
+    sub-folders or an ``.npz`` of images (:func:`smat.data.load_images`), resized to the
+    model's image size."""
+    from smat.data import load_images
+    from smat.jobs.explain_images import explain_images, write_image_explanations
+    from smat.store.model_store import load
+
+    trained = load(config.model, precision=config.explain.precision)
+    data = load_images(config.texts, image_size=trained.model.encoder.config.image_size)
+    explanations = explain_images(trained, data.images, config.explain)
+    print(json.dumps(write_image_explanations(
+        explanations, data, config.output_dir,
+        label_names=trained.info.get("label_names") or ()), indent=2))
     return 0
 
 

@@ -67,6 +67,15 @@ def save(path: str | Path, model: SequenceClassifier, tokenizer: Any, *,
     return path
 
 
+def encoder_kind(path: str | Path) -> str | None:
+    """The encoder kind a trained-model folder records ("text" or "vit"), without loading
+    its parameters; None when `path` holds no model.json (:func:`load` then says why)."""
+    description = Path(path) / "model.json"
+    if not description.is_file():
+        return None
+    return json.loads(description.read_text()).get("encoder")
+
+
 def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
     """Rebuild a model saved by :func:`save`.
 

@@ -1,5 +1,5 @@
-"""Views for people: HTML pages colouring tokens by saliency, PNG grids of patch saliency
-over images, and head-weight heatmaps.
+"""Views for people: HTML pages colouring tokens by saliency or laying patch saliency over
+images, PNG grids of patch saliency over images, and head-weight heatmaps.
 
 As in Figure 3 of the SMaT paper, each row of the page is one explainer's view of the same
 example. Word pieces are merged into words (their scores summed, as the word-level metrics
@@ -13,7 +13,9 @@ left out.
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -27,6 +29,8 @@ body { font-family: system-ui, sans-serif; margin: 2em; max-width: 70em; }
 table { border-collapse: collapse; }
 td.name { font-weight: 600; padding-right: 1em; vertical-align: top; white-space: nowrap; }
 span.tok { padding: 1px 2px; margin: 1px; border-radius: 3px; display: inline-block; }
+figure { text-align: center; font-size: 0.85em; vertical-align: top; margin-bottom: 2em; }
+figcaption { position: absolute; top: 100%; width: 100%; }
 """
 _POSITIVE, _NEGATIVE = (220, 50, 32), (40, 90, 200)
 
@@ -115,9 +119,7 @@ def render_html(
               + "); white is zero. " + ("Word pieces are shown as the tokenizer cut them."
                                         if word_pieces else
                                         "Word pieces are merged into words, scores summed."))
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(heading)}"
-             f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(heading)}</h1>"
-             f"<div class='legend'>{legend}</div>"]
+    parts = []
     for b, example_tokens in enumerate(tokens):
         parts.append("<div class='example'>")
         if titles is not None:
@@ -138,11 +140,89 @@ def render_html(
                 for word, value in zip(words, values, strict=True))
             parts.append(f"<tr><td class='name'>{html.escape(name)}</td><td>{cells}</td></tr>")
         parts.append("</table></div>")
-    parts.append("</body></html>")
+    return _write_page(path, heading, legend, parts)
+
+
+def _write_page(path: str | Path, heading: str, legend: str, body: Sequence[str]) -> Path:
+    """One self-contained HTML page: heading, legend, then the examples' markup."""
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(heading)}"
+            f"</title><style>{_STYLE}</style></head><body><h1>{html.escape(heading)}</h1>"
+            f"<div class='legend'>{legend}</div>{''.join(body)}</body></html>")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(parts), encoding="utf-8")
+    path.write_text(page, encoding="utf-8")
     return path
+
+
+def _png_data_uri(image: np.ndarray) -> str:
+    """An (H, W, 3) image in [0, 1] as a base64 PNG ``data:`` URI (the page stays one file)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray((np.clip(image, 0, 1) * 255).round().astype(np.uint8)).save(buffer, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def render_image_html(path: str | Path, images: np.ndarray,
+                      explanations: Mapping[str, np.ndarray], *,
+                      titles: Sequence[str] | None = None,
+                      heading: str = "smat explanations", size_px: int = 160) -> Path:
+    """Write one HTML page of image explanations: per image, the image and then each
+    explainer's patch saliency laid over it, one translucent cell per patch (row-major, as
+    a ViT numbers them) shaded as the text page shades words; hover a patch for its score.
+
+    Args:
+      path: the .html file to write.
+      images: (N, H, W, 3) in [0, 1].
+      explanations: explainer name -> (N, patches) scores of a square patch grid.
+      titles: one caption per image, optional.
+      heading: page title.
+      size_px: the width and height each image is shown at.
+
+    Raises:
+      ValueError: no explainer, images that are not (N, H, W, 3), or scores that are not
+        (N, patches) of a square grid.
+    """
+    images = np.asarray(images, np.float64)
+    if not explanations:
+        raise ValueError("render_image_html needs at least one explainer's scores")
+    if images.ndim != 4 or images.shape[-1] != 3:
+        raise ValueError(f"images must be (N, H, W, 3), got {images.shape}")
+    for name, scores in explanations.items():
+        shape = np.shape(scores)
+        grid = int(round(np.sqrt(shape[-1]))) if len(shape) == 2 else 0
+        if len(shape) != 2 or shape[0] != len(images) or grid * grid != shape[1]:
+            raise ValueError(f"scores of {name!r} have shape {shape}, expected "
+                             f"({len(images)}, patches) of a square patch grid")
+    legend = ("Each image is shown, then each explainer's patch scores over it; a patch's "
+              "shade is its score divided by the image's largest absolute score (hover for "
+              "the raw score): " + _swatch(_POSITIVE, 0.8, "red") + " positive, "
+              + _swatch(_NEGATIVE, 0.8, "blue") + " negative, clear is zero.")
+    box = (f"position: relative; display: inline-block; width: {size_px}px; "
+           f"height: {size_px}px; margin: 0 0.8em 2em 0")
+    parts = []
+    for b, image in enumerate(images):
+        uri = _png_data_uri(image)
+        style = "width: 100%; height: 100%; image-rendering: pixelated"
+        picture = f"<img src='{uri}' alt='image {b}' style='{style}'>"
+        # under the overlays in grey, as the PNG grid shows them, so the shades read clearly
+        grey = f"<img src='{uri}' alt='image {b}' style='{style}; filter: grayscale(1)'>"
+        cells = [f"<figure style='{box}'>{picture}<figcaption>input</figcaption></figure>"]
+        for name, scores in explanations.items():
+            row = np.asarray(scores[b], np.float64)
+            grid = int(round(np.sqrt(row.size)))
+            scale = max(float(np.abs(row).max(initial=0.0)), 1e-12)
+            patches = "".join(
+                f"<div class='patch' title='{value:.4g}' style='background: rgba("
+                f"{', '.join(map(str, _POSITIVE if value >= 0 else _NEGATIVE))}, "
+                f"{0.75 * abs(value) / scale:.3f})'></div>" for value in row)
+            overlay = (f"<div style='position: absolute; inset: 0; display: grid; "
+                       f"grid-template-columns: repeat({grid}, 1fr)'>{patches}</div>")
+            cells.append(f"<figure style='{box}'>{grey}{overlay}"
+                         f"<figcaption>{html.escape(name)}</figcaption></figure>")
+        title = f"<div class='meta'>{html.escape(titles[b])}</div>" if titles else ""
+        parts.append(f"<div class='example'>{title}{''.join(cells)}</div>")
+    return _write_page(path, heading, legend, parts)
 
 
 def plot_head_weights(weights: np.ndarray, path: str | Path, *,
