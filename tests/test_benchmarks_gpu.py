@@ -63,7 +63,12 @@ def test_pack_stores_float_weights_as_float16_that_the_stand_in_reads_back(tmp_p
 
     source, weight, positions = model_folder(tmp_path / "minilm", np.float32)
 
-    gpu.pack_payload(tmp_path / "payload", source, wheels=[])
+    data = tmp_path / "data" / "imdb_maas"
+    data.mkdir(parents=True)
+    (data / "test.jsonl.gz").write_bytes(b"reviews")
+    (data / "PROVENANCE.md").write_text("where from")
+    gpu.pack_payload(tmp_path / "payload", source, wheels=[], data=tmp_path / "data")
+    assert (tmp_path / "payload" / "imdb_maas" / "test.jsonl.gz").read_bytes() == b"reviews"
 
     packed = load_file(tmp_path / "payload" / "minilm16" / "model.safetensors")
     assert packed["encoder.weight"].dtype == np.float16

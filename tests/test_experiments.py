@@ -2,6 +2,7 @@
 thesis_evaluations.py): their configs and summaries, and each smoke variant end to end on the
 tiny models of conftest.py."""
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -33,6 +34,13 @@ def test_variants_follow_the_paper_design():
     assert paper["student"].ig_steps == 10 and paper["student"].meta_interval == 1
     assert paper["student"].inner_learning_rate == 5e-3
     assert paper["student"].loop.patience == 10
+    # the device lease's headline cell: the paper's students at n=500, one batch shape
+    gpu = smat_table1.get_config("gpu", data_dir="imdb")
+    assert gpu["data"] == paper["data"] and gpu["sizes"] == [500]
+    assert gpu["explainers"] == ["none", "attention_all", "smat"] and len(gpu["seeds"]) == 5
+    assert gpu["student"] == dataclasses.replace(paper["student"], loop=dataclasses.replace(
+        paper["student"].loop, length_multiple=256))
+    assert gpu["teacher"].loop.length_multiple == 256 and gpu["teacher"].loop.max_epochs == 1
     cpu = smat_table1.get_config("cpu")
     assert cpu["student"].meta_interval == 1 and cpu["student"].ig_steps == 10
     assert set(smat_table1.PAPER_TABLE1) == set(smat_table1.SETTINGS)
@@ -41,8 +49,10 @@ def test_variants_follow_the_paper_design():
 def test_bad_variants_are_refused():
     with pytest.raises(ValueError, match="--data-dir"):
         smat_table1.get_config("paper")
-    with pytest.raises(ValueError, match="unknown variant 'gpu'"):
+    with pytest.raises(ValueError, match="--data-dir"):
         smat_table1.get_config("gpu")
+    with pytest.raises(ValueError, match="unknown variant 'tpu'"):
+        smat_table1.get_config("tpu")
 
 
 def test_table1_subsets_are_checked_before_any_training(tmp_path):
