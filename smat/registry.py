@@ -502,6 +502,19 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, t
         ig_steps=ig_steps, ig_method=ig_method, seed=seed, row_ids=row_ids))
 
 
+def check_image_explainers(names: Sequence[str | Path]) -> None:
+    """Raise unless every static name among `names` explains image patches
+    (``ExplainerSpec.images``; learned explainers always do).
+
+    Raises:
+      ValueError: naming the first explainer that explains tokens only, and the choices.
+    """
+    for name in filter(is_static, names):
+        if not spec(str(name)).images:
+            raise ValueError(f"{name} explains tokens, not image patches; for images choose "
+                             f"from {sorted(n for n, s in STATIC.items() if s.images)}")
+
+
 @functools.partial(jax.jit, static_argnames=("graphdef", "name", "ig_steps", "ig_method"))
 def static_patch_scores(graphdef, params, pixel_values, target=None, *, name: str,
                         ig_steps: int = 50, ig_method: str = "gausslegendre", seed: int = 0,
@@ -515,11 +528,8 @@ def static_patch_scores(graphdef, params, pixel_values, target=None, *, name: st
       ValueError: an unknown `name`, or one that does not explain patches
         (``ExplainerSpec.images``), at trace time.
     """
-    explainer = spec(name)
-    if not explainer.images:
-        raise ValueError(f"{name} explains tokens, not image patches; for images choose "
-                         f"from {sorted(n for n, s in STATIC.items() if s.images)}")
-    return explainer.scores(BatchInputs.of_images(
+    check_image_explainers([name])
+    return spec(name).scores(BatchInputs.of_images(
         graphdef, params, pixel_values, target, ig_steps=ig_steps, ig_method=ig_method,
         seed=seed, row_ids=row_ids))
 

@@ -75,11 +75,8 @@ def explain_images(trained: model_store.TrainedModel, images: np.ndarray,
         raise ValueError(f"{files}: files of explanations are read for text models only")
     graphdef, params = functional.split(trained.model)
     check_model_and_rows(params, len(images), explain)
+    registry.check_image_explainers(explain.explainers)
     static = [str(e) for e in explain.explainers if registry.is_static(e)]
-    for name in static:
-        if not registry.spec(name).images:
-            raise ValueError(f"{name} explains tokens, not image patches; for images choose "
-                             f"from {sorted(n for n, s in registry.STATIC.items() if s.images)}")
     learned = {str(e): load_explainer(e) for e in explain.explainers
                if not registry.is_static(e)}
     pixels = model_pixels(trained, images)
