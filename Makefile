@@ -45,9 +45,6 @@ browser:
 	   apt-get install -y -q chromium chromium-driver >/dev/null 2>&1) || \
 	  echo "could not install chromium: the annotation-page browser test will skip"
 
-# The multidevice tests (8 fake CPU devices: a process-wide XLA flag, so a pytest process
-# of their own) run beside the default suite's two workers: they keep about one core busy,
-# and the default suite's last minutes leave one idle.
 # Every test's wall and JAX compile seconds go to build/test-profile/ (tests/conftest.py);
 # build/test-profile.md summarises where the time went (scripts/test_profile.py), with the
 # suite's wall time and this machine's float32 matmul rate, measured just before.
@@ -57,12 +54,8 @@ test: lint browser
 	rm -rf $(PROFILE) && mkdir -p $(PROFILE)
 	$(BIN)/python benchmarks/ig_vs_captum.py --worker matmul > $(PROFILE)/matmul.json
 	date +%s > $(PROFILE)/started
-	SMAT_TEST_PROFILE=$(PROFILE) XLA_FLAGS=--xla_force_host_platform_device_count=8 \
-	  $(BIN)/python -m pytest -m multidevice -q > $(PROFILE)/multidevice.log 2>&1 & multidevice=$$!; \
-	SMAT_TEST_PROFILE=$(PROFILE) $(BIN)/python -m pytest -m "not slow and not multidevice" -q -n 2 --durations=25; \
-	default=$$?; wait $$multidevice; devices=$$?; \
-	echo "multidevice tests (8 fake CPU devices, beside the default suite):"; cat $(PROFILE)/multidevice.log; \
-	test $$default -eq 0 && test $$devices -eq 0
+	SMAT_TEST_PROFILE=$(PROFILE) $(BIN)/python -m pytest -m "not slow and not multidevice" -q -n 2 --durations=25
+	SMAT_TEST_PROFILE=$(PROFILE) XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q
 	$(BIN)/python scripts/test_profile.py $(PROFILE) > $(PROFILE).md
 	@head -1 $(PROFILE).md
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
