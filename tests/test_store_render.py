@@ -95,3 +95,26 @@ def test_plot_patch_saliency_writes_one_row_per_image(tmp_path):
     assert width == 600 and height == 420  # 3 columns x 2 rows at 2.0 x 2.1 inches, 100 dpi
     with pytest.raises(ValueError, match="1 rows of scores for 2 images"):
         plot_patch_saliency(images, {"gradient": scores["gradient"][:1]}, tmp_path / "x.png")
+
+
+def test_render_image_html_overlays_one_cell_per_patch_and_checks_shapes(tmp_path):
+    from smat.store.render import render_image_html
+
+    images = np.random.default_rng(0).random((2, 8, 8, 3))
+    scores = {"gradient": np.array([[1.0, 0.5, 0.0, 0.25], [0.0, 0.0, 2.0, 0.0]]),
+              "input_x_gradient": np.array([[-1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])}
+    page = render_image_html(tmp_path / "p.html", images, scores,
+                             titles=["first", "<second>"]).read_text()
+    assert page.count("class='patch'") == 2 * 2 * 4
+    assert "repeat(2, 1fr)" in page  # a 2 x 2 grid of patches
+    # shades relative to each image's largest absolute score; blue below zero
+    assert "title='1' style='background: rgba(220, 50, 32, 0.750)'" in page
+    assert "title='0.25' style='background: rgba(220, 50, 32, 0.188)'" in page
+    assert "title='-1' style='background: rgba(40, 90, 200, 0.750)'" in page
+    assert "&lt;second&gt;" in page and "<second>" not in page
+    with pytest.raises(ValueError, match="expected \\(2, patches\\) of a square patch grid"):
+        render_image_html(tmp_path / "x.html", images, {"gradient": np.ones((2, 3))})
+    with pytest.raises(ValueError, match="images must be"):
+        render_image_html(tmp_path / "x.html", images[..., 0], scores)
+    with pytest.raises(ValueError, match="at least one explainer"):
+        render_image_html(tmp_path / "x.html", images, {})
