@@ -164,6 +164,21 @@ def test_students_of_several_seeds_in_one_program_equal_separate_runs(teacher, s
                       config=config, seeds=seeds, output_dir=tmp_path / "bad")
 
 
+def test_static_settings_share_one_step_whatever_their_meta_settings(teacher):
+    # the meta update's settings do not change a static setting's step: its students share
+    # one compiled program (the step's config is a static argument of the jit)
+    from smat.training.student import _setup
+
+    configs = [StudentTrainConfig(explainer=setting, **{**FAST, "meta_interval": interval,
+                                                          "outer_learning_rate": rate})
+               for setting in ("gradient", "smat") for interval, rate in ((1, 1e-3), (2, 5e-2))]
+    steps = [_setup(tiny_classifier(), _rows(teacher, c.explainer, 16, 0),
+                    task="classification", config=c).step_config for c in configs]
+    assert steps[0] == steps[1]  # gradient: one program
+    assert steps[2] != steps[3] and (steps[3].meta_interval, steps[3].outer_learning_rate) == (
+        2, 5e-2)  # SMaT keeps its own
+
+
 @pytest.mark.parametrize("setting", ["smat", "gradient"])
 def test_shuffled_text_control_explains_the_shuffled_tokens_and_keeps_the_logits(teacher,
                                                                                   setting):

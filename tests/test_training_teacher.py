@@ -106,6 +106,10 @@ def test_learning_rate_after_warmup(schedule):
     expected = ([0.0, 0.5, 1.0, 1.0, 1.0, 1.0] if schedule == "constant"
                 else [0.0, 0.5, 1.0, 0.75, 0.5, 0.25])
     assert rates == expected
+    # one optimizer object per distinct program: the step compiles once for runs of other
+    # lengths when their rate does not depend on the length
+    longer = train_module.teacher_optimizer(config, total_steps=60)
+    assert (longer is optimizer) == (schedule == "constant")
 
 
 def test_regression_teacher_runs(tmp_path):

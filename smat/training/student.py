@@ -304,11 +304,14 @@ def _setup(model: nnx.Module, train: StudentRows, *, task: str,
         teacher_explainer=AttentionExplainerFn(teacher_cfg, example_first=True)
         if learned else None,
     )
+    # The meta update's settings shape only SMaT's step; left at their defaults for the
+    # other settings, whose step they do not change, so those students share one program.
+    meta = dict(meta_interval=config.meta_interval,
+                outer_learning_rate=(OUTER_LEARNING_RATE[task]
+                                     if config.outer_learning_rate is None
+                                     else config.outer_learning_rate)) if learned else {}
     step_config = scaffold.ScaffoldConfig(
-        task=task, beta=beta, meta_interval=config.meta_interval,
-        inner_learning_rate=config.inner_learning_rate,
-        outer_learning_rate=(OUTER_LEARNING_RATE[task] if config.outer_learning_rate is None
-                             else config.outer_learning_rate))
+        task=task, beta=beta, inner_learning_rate=config.inner_learning_rate, **meta)
     return _Setup(graphdef, functions, step_config, teacher_cfg, student_cfg, learned, beta)
 
 

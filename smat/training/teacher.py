@@ -122,7 +122,8 @@ def teacher_optimizer(config: TeacherTrainConfig, total_steps: int) -> optax.Gra
 
     Equal hyperparameters return the *same* object, so the jitted step (which takes the
     optimizer as a static argument) compiles once for every run that shares them, e.g. the
-    seeds and cells of a ROAR sweep.
+    seeds and cells of a ROAR sweep. With the constant schedule the run's length is not one
+    of them (it changes nothing after the warmup), so runs of other lengths share the step.
 
     Warns:
       UserWarning: warmup_steps >= total_steps; the warmup is shortened to total_steps - 1.
@@ -132,16 +133,17 @@ def teacher_optimizer(config: TeacherTrainConfig, total_steps: int) -> optax.Gra
         warmup = max(total_steps - 1, 0)
         warnings.warn(f"warmup_steps={config.warmup_steps} >= the {total_steps} training steps; "
                       f"warming up for {warmup} steps instead", stacklevel=2)
-    return _adamw_with_warmup(config.learning_rate, warmup, total_steps, config.weight_decay,
-                              config.clip_norm, config.schedule == "linear_decay")
+    decay = config.schedule == "linear_decay"
+    return _adamw_with_warmup(config.learning_rate, warmup, total_steps if decay else None,
+                              config.weight_decay, config.clip_norm)
 
 
 @functools.lru_cache(maxsize=32)
-def _adamw_with_warmup(learning_rate: float, warmup: int, total_steps: int,
-                       weight_decay: float, clip_norm: float,
-                       decay: bool) -> optax.GradientTransformation:
-    after_warmup = (optax.linear_schedule(learning_rate, 0.0, max(total_steps - warmup, 1))
-                    if decay else optax.constant_schedule(learning_rate))
+def _adamw_with_warmup(learning_rate: float, warmup: int, decay_until: int | None,
+                       weight_decay: float, clip_norm: float) -> optax.GradientTransformation:
+    """`decay_until`: the step at which the rate has decayed linearly to 0 (None: constant)."""
+    after_warmup = (optax.constant_schedule(learning_rate) if decay_until is None else
+                    optax.linear_schedule(learning_rate, 0.0, max(decay_until - warmup, 1)))
     schedule = optax.join_schedules(
         [optax.linear_schedule(0.0, learning_rate, max(warmup, 1)), after_warmup],
         boundaries=[warmup],
