@@ -87,9 +87,12 @@ def pytest_runtest_protocol(item, nextitem):
 
 # Compiled programs are freed after a test module once the process holds this many memory
 # mappings (the kernel's limit, vm.max_map_count, is 65,530 by default) or this much
-# resident memory (two workers beside a user's other jobs).
+# resident memory (two workers beside a user's other jobs). A worker's resident memory
+# passes 3 GiB after a few modules whatever it compiles (1,400-1,800 mappings left after
+# clearing, 3.0-3.5 GiB resident), so a 3 GiB limit freed the programs after every later
+# module, which then compiled them again.
 MAX_MEMORY_MAPPINGS = 20_000
-MAX_RESIDENT_BYTES = 3 * 2**30
+MAX_RESIDENT_BYTES = 6 * 2**30
 
 
 def memory_in_use() -> tuple[int, int] | None:
