@@ -35,6 +35,15 @@ figcaption { position: absolute; top: 100%; width: 100%; }
 _POSITIVE, _NEGATIVE = (220, 50, 32), (40, 90, 200)
 
 
+def _shaded(values: np.ndarray, opacity: float = 1.0) -> list[str]:
+    """Each score's hover title and background, shaded by the score over the row's
+    largest absolute score (red above zero, blue below; `opacity` at the largest)."""
+    scale = max(float(np.abs(values).max(initial=0.0)), 1e-12)
+    return [f"title='{value:.4g}' style='background: rgba("
+            f"{', '.join(map(str, _POSITIVE if value >= 0 else _NEGATIVE))}, "
+            f"{opacity * abs(value) / scale:.3f})'" for value in values]
+
+
 def _swatch(rgb: tuple[int, int, int], alpha: float, text: str) -> str:
     return (f"<span class='tok' style='background: rgba({rgb[0]}, {rgb[1]}, {rgb[2]}, "
             f"{alpha:.2f})'>{html.escape(text)}</span>")
@@ -132,12 +141,8 @@ def render_html(
                 values = row[show[b]]
             else:
                 words, values = merge_word_pieces(example_tokens, row, show[b])
-            scale = max(float(np.abs(values).max(initial=0.0)), 1e-12)
-            cells = "".join(
-                f"<span class='tok' title='{value:.4g}' style='background: rgba("
-                f"{', '.join(map(str, _POSITIVE if value >= 0 else _NEGATIVE))}, "
-                f"{abs(value) / scale:.3f})'>{html.escape(word)}</span>"
-                for word, value in zip(words, values, strict=True))
+            cells = "".join(f"<span class='tok' {style}>{html.escape(word)}</span>"
+                            for word, style in zip(words, _shaded(values), strict=True))
             parts.append(f"<tr><td class='name'>{html.escape(name)}</td><td>{cells}</td></tr>")
         parts.append("</table></div>")
     return _write_page(path, heading, legend, parts)
@@ -211,11 +216,8 @@ def render_image_html(path: str | Path, images: np.ndarray,
         for name, scores in explanations.items():
             row = np.asarray(scores[b], np.float64)
             grid = int(round(np.sqrt(row.size)))
-            scale = max(float(np.abs(row).max(initial=0.0)), 1e-12)
-            patches = "".join(
-                f"<div class='patch' title='{value:.4g}' style='background: rgba("
-                f"{', '.join(map(str, _POSITIVE if value >= 0 else _NEGATIVE))}, "
-                f"{0.75 * abs(value) / scale:.3f})'></div>" for value in row)
+            patches = "".join(f"<div class='patch' {style}></div>"
+                              for style in _shaded(row, opacity=0.75))
             overlay = (f"<div style='position: absolute; inset: 0; display: grid; "
                        f"grid-template-columns: repeat({grid}, 1fr)'>{patches}</div>")
             cells.append(f"<figure style='{box}'>{grey}{overlay}"
