@@ -191,7 +191,7 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
     teacher_dir = output_dir / "teacher"
     write_json_atomic(output_dir / "config.json", {
         "variant": variant, "data_dir": str(data_dir), "pairs": config["pairs"],
-        "data": dataclasses.asdict(data), "teacher": dataclasses.asdict(config["teacher"]),
+        "data": data.settings(), "teacher": dataclasses.asdict(config["teacher"]),
         "student": dataclasses.asdict(config["student"]),
         **{key: config[key] for key in ("sizes", "seeds", "explainers")}})
     start = time.perf_counter()

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 import baselines
+from smat.data import pixels_of_patch_tokens
 from smat.models import functional
 from smat.store.explainer_store import LoadedExplainer
 from smat.store.explanation_file import is_explanation_file
@@ -494,9 +495,20 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, t
     indices in the data set, its random scores do not depend on how it is cut into batches
     (the draws do depend on the batch's width T).
 
+    A ViT's patch tokens (``smat.data.PatchLayout``, ``input_ids`` of rank 3) are
+    explained as :func:`static_patch_scores` explains its images, with a 0 at the [CLS]
+    slot, so the scores line up with the tokens.
+
     Raises:
-      ValueError: an unknown `name` (at trace time).
+      ValueError: an unknown `name` (at trace time), or for patch tokens one that does not
+        explain patches.
     """
+    if jnp.ndim(input_ids) == 3:
+        check_image_explainers([name])
+        patches = spec(name).scores(BatchInputs.of_images(
+            graphdef, params, pixels_of_patch_tokens(input_ids), target, ig_steps=ig_steps,
+            ig_method=ig_method, seed=seed, row_ids=row_ids))
+        return jnp.pad(patches, ((0, 0), (1, 0)))
     return spec(name).scores(BatchInputs.of_batch(
         graphdef, params, input_ids, attention_mask, token_type_ids, target,
         ig_steps=ig_steps, ig_method=ig_method, seed=seed, row_ids=row_ids))

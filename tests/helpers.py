@@ -75,3 +75,24 @@ def write_synthetic_mlqe(root, *, rows: dict[str, int], lp: str = "en-de", seed:
                            ("source_tags", source_tags)):
             (pe_dir / f"{prefix}.{ext}").write_text("\n".join(lines) + "\n")
     return root
+
+
+def interrupted_then_resumed(monkeypatch, module, name: str, *, on_call: int, run):
+    """Run ``run()`` with ``module.name`` (a training step) raising KeyboardInterrupt on its
+    `on_call`-th call, then again with the real step, as a user's Ctrl-C and rerun; returns
+    the rerun's result. Fails unless the interrupted run did stop there."""
+    import pytest
+
+    real_step, calls = getattr(module, name), {"n": 0}
+
+    def dying_step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == on_call:
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, dying_step)
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    monkeypatch.setattr(module, name, real_step)
+    return run()

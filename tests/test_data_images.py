@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from smat.data.images import load_images, preprocess
+from smat.data.images import (
+    ImageDataset,
+    PatchLayout,
+    is_image_source,
+    load_images,
+    patch_tokens,
+    pixels_of_patch_tokens,
+    preprocess,
+)
 
 
 def _png(path, array):
@@ -88,3 +96,43 @@ def test_preprocess_resizes_and_normalises_per_channel():
         (1, 8, 8, 3), np.float32)
     small = preprocess(ramp, image_size=4, mean=(0, 0, 0), std=(1, 1, 1))
     assert np.all(np.diff(small[0, :, 0, 0]) > 0)  # bilinear keeps the ramp's order
+
+
+def test_patch_tokens_hold_each_patch_in_kernel_order_and_invert():
+    pixels = np.random.default_rng(0).normal(size=(2, 3, 8, 8)).astype(np.float32)
+    tokens = patch_tokens(pixels, 4)
+    assert tokens.shape == (2, 1 + 4, 3 * 4 * 4) and not tokens[:, 0].any()
+    # patch 1 of the 2 x 2 grid is the top-right one, flattened (channel, row, column)
+    np.testing.assert_array_equal(tokens[:, 2], pixels[:, :, 0:4, 4:8].reshape(2, -1))
+    np.testing.assert_array_equal(tokens[:, 3], pixels[:, :, 4:8, 0:4].reshape(2, -1))
+    np.testing.assert_array_equal(pixels_of_patch_tokens(tokens), pixels)
+    with pytest.raises(ValueError, match="does not divide"):
+        patch_tokens(pixels, 3)
+    with pytest.raises(ValueError, match="patch tokens must be"):
+        pixels_of_patch_tokens(tokens[:, :4])
+
+
+def test_patch_layout_encodes_a_data_set_as_token_rows():
+    images = np.random.default_rng(1).uniform(size=(3, 6, 6, 3)).astype(np.float32)
+    data = ImageDataset(images, np.array([0, 1, 1], np.int32), ("a", "b"), "fixture")
+    encoded = PatchLayout(image_size=8, patch_size=4).encode(data)
+    want = preprocess(images, image_size=8).transpose(0, 3, 1, 2)  # resized, normalised
+    np.testing.assert_allclose(pixels_of_patch_tokens(encoded.input_ids), want, atol=1e-6)
+    assert encoded.attention_mask.tolist() == [[1] * 5] * 3
+    assert encoded.special_tokens_mask[:, 0].all() and not encoded.special_tokens_mask[:, 1:].any()
+    assert not encoded.token_type_ids.any() and encoded.labels.tolist() == [0, 1, 1]
+
+
+def test_image_sources_are_told_from_text_sources(class_folders, tmp_path):
+    np.savez(tmp_path / "x.npz", images=np.zeros((1, 2, 2)), labels=np.zeros(1))
+    (tmp_path / "texts.csv").write_text("text,label\na,0\n")
+    (tmp_path / "saved").mkdir()
+    (tmp_path / "saved" / "dataset_dict.json").write_text("{}")
+    (tmp_path / "saved" / "train").mkdir()
+    assert is_image_source(class_folders) and is_image_source(tmp_path / "x.npz")
+    assert not is_image_source(tmp_path / "texts.csv")
+    assert not is_image_source(tmp_path / "saved")  # a saved Hugging Face dataset
+    (tmp_path / "texts" / "cache").mkdir(parents=True)
+    (tmp_path / "texts" / "cache" / "rows.jsonl").write_text("{}")
+    assert not is_image_source(tmp_path / "texts")  # sub-folders without images
+    assert not is_image_source(("a.csv", "b.csv")) and not is_image_source("movie-snippets")

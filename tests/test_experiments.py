@@ -13,9 +13,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 
 import jukic_agreement  # noqa: E402
+import smat_digits  # noqa: E402
 import smat_sweep  # noqa: E402
 import smat_table1  # noqa: E402
 import smat_table2_plausibility  # noqa: E402
+import smat_table3_cifar  # noqa: E402
 import smat_table7_normalizers  # noqa: E402
 import thesis_evaluations  # noqa: E402
 
@@ -326,3 +328,56 @@ def test_thesis_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
     assert [p.stat().st_mtime_ns for p in stages] == stamps
     assert again["models"]["small"]["ground_truth"] == summary["models"]["small"][
         "ground_truth"]
+
+
+def test_digits_variants():
+    assert smat_digits.get_config("cpu")["sizes"] == [60, 120, 240]
+    with pytest.raises(ValueError, match="unknown variant"):
+        smat_digits.get_config("paper")
+
+
+def test_digits_smoke_variant_trains_pretext_teacher_and_students(tmp_path):
+    summary = smat_digits.run("smoke", output_dir=tmp_path, progress=False)
+    with np.load(tmp_path / "data" / "rotations.npz") as rotations, \
+            np.load(tmp_path / "data" / "digits.npz") as digits:
+        assert digits["images"].shape == (300, 8, 8) and digits["labels"].max() == 9
+        # the pretext's images are the digits turned by 0 / 90 / 180 / 270 degrees
+        np.testing.assert_array_equal(rotations["images"][300:600],
+                                      np.rot90(digits["images"], 1, axes=(1, 2)))
+        assert rotations["labels"].tolist() == [0] * 300 + [1] * 300 + [2] * 300 + [3] * 300
+    assert {r["explainer"] for r in summary["records"]} == {"none", "attention_all", "smat"}
+    assert len(summary["records"]) == 3 * 2 and "pretext_test" in summary
+    # the teacher and the students start from the pretext run's encoder, not a random one
+    recorded = json.loads((tmp_path / "teacher" / "config.json").read_text())
+    assert recorded["model_source"] == str(tmp_path / "pretext" / "model")
+    assert "from_scratch" not in recorded
+    assert (tmp_path / "table.md").is_file() and (tmp_path / "head_weights.png").is_file()
+
+
+def test_cifar_table3_design_and_its_data_folders(tmp_path):
+    paper = smat_table3_cifar.get_config("paper")
+    assert paper["sizes"] == [2250, 4500, 9000] and len(paper["seeds"]) == 5
+    assert paper["student"].student_pool == "teacher_train"
+    assert set(smat_table3_cifar.PAPER_TABLE3) == set(paper["explainers"])
+    with pytest.raises(FileNotFoundError, match="no train.npz or train/"):
+        smat_table3_cifar.split_files(tmp_path)
+
+
+def test_cifar_smoke_variant_runs_on_local_files(tmp_path):
+    rng = np.random.default_rng(0)
+    for name, rows in (("train", 48), ("test", 32)):
+        np.savez(tmp_path / f"{name}.npz", labels=rng.integers(0, 3, rows),
+                 images=rng.integers(0, 256, (rows, 16, 16, 3), dtype=np.uint8),
+                 label_names=np.array(["a", "b", "c"]))
+    vit = tmp_path / "vit"
+    vit.mkdir()
+    (vit / "config.json").write_text(json.dumps({
+        "model_type": "vit", "image_size": 16, "patch_size": 4, "hidden_size": 32,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37}))
+    summary = smat_table3_cifar.run("smoke", data_dir=tmp_path, vit_dir=vit,
+                                    output_dir=tmp_path / "out", progress=False)
+    teacher = json.loads((tmp_path / "out" / "teacher" / "result.json").read_text())
+    # the teacher trains on the train split (90 / 10), the students are tested on test's
+    assert teacher["sizes"] == {"teacher_train": 43, "teacher_validation": 5, "test": 16}
+    assert len(summary["records"]) == 3 * 2
+    assert "Paper:" in (tmp_path / "out" / "table.md").read_text()

@@ -10,6 +10,7 @@ import pytest
 from flax import nnx
 
 import smat.models
+from smat.data import patch_tokens
 from smat.models import (
     ScalarMix,
     SequenceClassifier,
@@ -111,8 +112,28 @@ def test_vit_classifier():
                    0)
     np.testing.assert_allclose(
         out.logits, mean @ np.asarray(model.classifier.kernel[...]), atol=1e-5)
-    with pytest.raises(ValueError, match="input_ids / token_type_ids given to a vision model"):
+    with pytest.raises(ValueError, match="patch tokens"):
         model(IDS, pixel_values=pixels)
+    with pytest.raises(ValueError, match="token_type_ids given to a vision model"):
+        model(pixel_values=pixels, token_type_ids=jnp.zeros((2, 17), jnp.int32))
+
+
+def test_vit_reads_patch_tokens_as_its_pixels():
+    # the training path's rows (smat.data.PatchLayout): logits equal those of the pixels,
+    # on random weights where a patch in the wrong place (position embeddings) would show
+    model = SequenceClassifier(ViTConfig.tiny(), num_labels=3, rngs=nnx.Rngs(0))
+    pixels = np.asarray(jax.random.normal(jax.random.key(1), (2, 3, 16, 16)))
+    tokens = patch_tokens(pixels, 4)
+    want = run(model, pixel_values=pixels)
+    got = run(model, input_ids=tokens, attention_mask=np.ones((2, 17), np.int32),
+              token_type_ids=np.zeros((2, 17), np.int32))
+    np.testing.assert_allclose(got.logits, want.logits, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got.encoder.last_hidden_state,
+                               want.encoder.last_hidden_state, rtol=1e-5, atol=1e-6)
+    moved = tokens.copy()
+    moved[:, [1, 2]] = tokens[:, [2, 1]]  # two patches swapped
+    assert not np.allclose(run(model, input_ids=moved).encoder.last_hidden_state,
+                           want.encoder.last_hidden_state, atol=1e-2)
 
 
 def test_head_dropout_uses_its_own_key():

@@ -108,3 +108,25 @@ def test_ensemble_members_must_be_registry_names():
         registry.spec("ensemble:gradient+smat")  # a learned explainer is no member
     assert registry.is_static("ensemble:gradient+attention")
     assert registry.spec("ensemble:gradient+attention").needs_gradients
+
+
+@pytest.mark.parametrize("name", ["gradient", "attention_all"])
+def test_patch_tokens_are_explained_as_their_images(name):
+    # a ViT's training rows (patch tokens) get the image's patch scores, 0 at [CLS]
+    import jax
+    from flax import nnx
+
+    from smat.data import patch_tokens
+    from smat.models import SequenceClassifier, ViTConfig
+
+    graphdef, params = functional.split(SequenceClassifier(ViTConfig.tiny(), num_labels=2,
+                                                           rngs=nnx.Rngs(0)))
+    pixels = np.asarray(jax.random.normal(jax.random.key(0), (3, 3, 16, 16)))
+    tokens, ones = patch_tokens(pixels, 4), np.ones((3, 17), np.int32)
+    got = np.asarray(registry.static_scores(graphdef, params, tokens, ones, 0 * ones,
+                                            name=name))
+    want = np.asarray(registry.static_patch_scores(graphdef, params, pixels, name=name))
+    assert got.shape == (3, 17) and not got[:, 0].any()
+    np.testing.assert_allclose(got[:, 1:], want, rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match="explains tokens, not image patches"):
+        registry.static_scores(graphdef, params, tokens, ones, 0 * ones, name="occlusion")

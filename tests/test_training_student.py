@@ -13,7 +13,7 @@ from smat.training.student import (
     cache_teacher,
     train_student,
 )
-from tests.helpers import synthetic_encoded, tiny_classifier
+from tests.helpers import interrupted_then_resumed, synthetic_encoded, tiny_classifier
 
 FAST = dict(inner_learning_rate=0.05, outer_learning_rate=0.05, loop=LoopConfig(
     batch_size=16, max_epochs=2, patience=5, evals_per_epoch=2, length_multiple=16))
@@ -112,19 +112,10 @@ def test_smat_student_resumes_to_identical_parameters(seeds, parallel, teacher, 
                              output_dir=folder, progress=False)
 
     reference = run(tmp_path / "a")
-    real_step, calls = smat.training.scaffold.scaffold_seed_step, {"n": 0}
-
-    def dying_step(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 4:  # after the evaluation at step 2 (evals every 2 steps)
-            raise KeyboardInterrupt
-        return real_step(*args, **kwargs)
-
-    monkeypatch.setattr(smat.training.scaffold, "scaffold_seed_step", dying_step)
-    with pytest.raises(KeyboardInterrupt):
-        run(tmp_path / "b")
-    monkeypatch.setattr(smat.training.scaffold, "scaffold_seed_step", real_step)
-    resumed = run(tmp_path / "b")
+    # killed after the evaluation at step 2 (evals every 2 steps)
+    resumed = interrupted_then_resumed(monkeypatch, smat.training.scaffold,
+                                       "scaffold_seed_step", on_call=4,
+                                       run=lambda: run(tmp_path / "b"))
     for got, want in zip(resumed, reference, strict=True):
         assert (got.steps, got.best_step, got.test) == (want.steps, want.best_step, want.test)
         for a, b in zip(jax.tree.leaves((want.student_params, want.teacher_explainer_params)),

@@ -14,7 +14,7 @@ from smat.training.teacher import (
     evaluate,
     train_teacher,
 )
-from tests.helpers import synthetic_encoded, tiny_classifier
+from tests.helpers import interrupted_then_resumed, synthetic_encoded, tiny_classifier
 
 FAST = TeacherTrainConfig(learning_rate=3e-3, warmup_steps=5, loop=LoopConfig(
     batch_size=16, max_epochs=6, patience=10, evals_per_epoch=2, length_multiple=16))
@@ -54,19 +54,9 @@ def test_resume_after_interruption_gives_identical_params(seeds, parallel, tmp_p
                              output_dir=folder, progress=False)
 
     reference = run(tmp_path / "a")
-    real_step, calls = train_module.teacher_seed_step, {"n": 0}
-
-    def dying_step(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 7:  # mid-epoch 2 (of the first seed), after the step-6 checkpoint
-            raise KeyboardInterrupt
-        return real_step(*args, **kwargs)
-
-    monkeypatch.setattr(train_module, "teacher_seed_step", dying_step)
-    with pytest.raises(KeyboardInterrupt):
-        run(tmp_path / "b")
-    monkeypatch.setattr(train_module, "teacher_seed_step", real_step)
-    resumed = run(tmp_path / "b")
+    # killed mid-epoch 2 (of the first seed), after the step-6 checkpoint
+    resumed = interrupted_then_resumed(monkeypatch, train_module, "teacher_seed_step",
+                                       on_call=7, run=lambda: run(tmp_path / "b"))
     for got, want in zip(resumed, reference, strict=True):
         assert got.steps == want.steps == 12 and got.best_step == want.best_step
         assert got.best_validation == want.best_validation

@@ -6,7 +6,8 @@ annotations) -> `TextDataset` -> split indices (`train_validation_test_split`, `
 `student_split`, `teacher_split`) -> `TextDataset.select` -> `tokenize` -> `Encoded` numpy arrays ->
 `iterate_batches`. `rationales` aligns word / character annotations with sub-word tokens.
 Images: `load_images` (class folders, `.npz`, Hugging Face) -> `ImageDataset` ->
-`preprocess_images` (a ViT's input size and normalisation).
+`preprocess_images` (a ViT's input size and normalisation), or `PatchLayout.encode` ->
+`Encoded` patch tokens that the training path moves as it moves token rows.
 """
 
 from smat.data.batching import epoch_order as epoch_order
@@ -22,7 +23,11 @@ from smat.data.dataset import TextDataset as TextDataset
 from smat.data.dataset import encode_labels as encode_labels
 from smat.data.eraser import load_eraser as load_eraser
 from smat.data.images import ImageDataset as ImageDataset
+from smat.data.images import PatchLayout as PatchLayout
+from smat.data.images import is_image_source as is_image_source
 from smat.data.images import load_images as load_images
+from smat.data.images import patch_tokens as patch_tokens
+from smat.data.images import pixels_of_patch_tokens as pixels_of_patch_tokens
 from smat.data.images import preprocess as preprocess_images
 from smat.data.mlqe import load_mlqe as load_mlqe
 from smat.data.rationales import char_spans_to_token_mask as char_spans_to_token_mask
@@ -52,6 +57,7 @@ from smat.data.tokenization import tokenize_with_stats as tokenize_with_stats
 __all__ = [
     "Encoded",
     "ImageDataset",
+    "PatchLayout",
     "ProtocolSplits",
     "RationaleDataset",
     "Splits",
@@ -69,11 +75,14 @@ __all__ = [
     "load_corpus",
     "load_dataset",
     "load_eraser",
+    "is_image_source",
     "load_images",
     "load_mlqe",
     "num_batches",
     "pad_word_masks",
     "padded_length",
+    "patch_tokens",
+    "pixels_of_patch_tokens",
     "preprocess_images",
     "shuffled_tokens",
     "smat_split",

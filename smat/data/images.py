@@ -5,6 +5,12 @@ preprocessed to a ViT's input (resized, scaled, normalised, channels last).
 Every source gives an :class:`ImageDataset`; errors name the file (or row) and what is
 wrong with it: an image that cannot be read, images of different sizes when no
 ``image_size`` asks for resizing, a missing label.
+
+Training reads images as *patch tokens* (:class:`PatchLayout`): an :class:`Encoded` whose
+``input_ids`` hold each row's patches' pixels, (N, 1 + patches, 3 * patch * patch) float32
+with a zero [CLS] slot first, so the batching, seed stacking, teacher caching and SMaT
+step that move token rows move images unchanged, and a ViT reads them back as pixels
+(:func:`pixels_of_patch_tokens`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from jaxtyping import Float, Int
 
 from smat.data.dataset import encode_labels
 from smat.data.sources import load_hub
+from smat.data.tokenization import Encoded
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 # ImageNet's channel mean and deviation, the normalisation of ViT checkpoints (HF's
@@ -35,12 +42,15 @@ class ImageDataset:
       labels: (N,) int32 class ids.
       label_names: the class names, by id.
       source: where the images came from (for messages and run records).
+      student_rows: how many of the last rows come from a separate student source (the
+        paper's layout: teacher on a train split, students tested on a test split).
     """
 
     images: Float[np.ndarray, "n height width 3"]
     labels: Int[np.ndarray, " n"]
     label_names: tuple[str, ...]
     source: str
+    student_rows: int = 0
 
     def __post_init__(self) -> None:
         if self.images.ndim != 4 or self.images.shape[-1] != 3:
@@ -56,7 +66,107 @@ class ImageDataset:
     def select(self, indices: Sequence[int] | np.ndarray) -> ImageDataset:
         """The rows at `indices`, in that order."""
         rows = np.asarray(indices, dtype=np.int64)
-        return dataclasses.replace(self, images=self.images[rows], labels=self.labels[rows])
+        return dataclasses.replace(self, images=self.images[rows], labels=self.labels[rows],
+                                   student_rows=0)
+
+    @property
+    def num_labels(self) -> int:
+        """How many classes the data set names."""
+        return len(self.label_names)
+
+    def followed_by(self, student: ImageDataset) -> ImageDataset:
+        """These images, then `student`'s as the student source's rows (``student_rows``).
+
+        Raises:
+          ValueError: the two sources name other classes or hold images of other sizes.
+        """
+        if student.label_names != self.label_names:
+            raise ValueError(f"the classes of {student.source} {list(student.label_names)} "
+                             f"differ from those of {self.source} {list(self.label_names)}")
+        if student.images.shape[1:] != self.images.shape[1:]:
+            raise ValueError(f"{student.source} holds {student.images.shape[1]}x"
+                             f"{student.images.shape[2]} images, {self.source} "
+                             f"{self.images.shape[1]}x{self.images.shape[2]} ones")
+        return ImageDataset(np.concatenate([self.images, student.images]),
+                            np.concatenate([self.labels, student.labels]), self.label_names,
+                            f"{self.source} (teacher) + {student.source} (students)",
+                            student_rows=len(student))
+
+
+def is_image_source(source: str | Path | Sequence[str]) -> bool:
+    """Whether `source` is a local image source: an ``.npz`` file or a folder whose
+    sub-folders hold images (not a saved Hugging Face dataset, which may hold texts)."""
+    if not isinstance(source, (str, Path)):
+        return False
+    path = Path(source)
+    if path.suffix == ".npz":
+        return True
+    return (path.is_dir() and not _is_saved_hf_dataset(path)
+            and any(file.suffix.lower() in IMAGE_SUFFIXES
+                    for child in path.iterdir() if child.is_dir() for file in child.iterdir()))
+
+
+@dataclasses.dataclass(frozen=True)
+class PatchLayout:
+    """How a ViT reads images, and so how they become patch tokens.
+
+    Attributes:
+      image_size: the model's square input size (images are resized to it).
+      patch_size: the side of one square patch.
+      mean, std: the per-channel normalisation, ``(x - mean) / std``.
+    """
+
+    image_size: int
+    patch_size: int
+    mean: tuple[float, ...] = IMAGENET_MEAN
+    std: tuple[float, ...] = IMAGENET_STD
+
+    def encode(self, dataset: ImageDataset) -> Encoded:
+        """`dataset` as patch tokens: ``input_ids`` (N, 1 + P, 3 * p * p) float32, the
+        [CLS] slot zero and each patch's pixels in (channel, row, column) order; every
+        position real (mask 1), the [CLS] slot a special token, segment ids 0."""
+        pixels = preprocess(dataset.images, image_size=self.image_size, mean=self.mean,
+                            std=self.std)
+        tokens = patch_tokens(np.ascontiguousarray(pixels.transpose(0, 3, 1, 2)),
+                              self.patch_size)
+        n, length = tokens.shape[:2]
+        special = np.zeros((n, length), bool)
+        special[:, 0] = True
+        return Encoded(tokens, np.ones((n, length), np.int32), np.zeros((n, length), np.int32),
+                       special, dataset.labels.astype(np.int32))
+
+
+def patch_tokens(pixel_values: Float[np.ndarray, "n 3 s s"],
+                 patch_size: int) -> Float[np.ndarray, "n tokens patch_pixels"]:
+    """(N, C, S, S) images -> (N, 1 + (S/p)^2, C * p * p): a zero [CLS] slot, then the
+    patches in row-major order, each flattened as (channel, row, column), the order of a
+    ViT's patch kernel (C, p, p, D).
+
+    Raises:
+      ValueError: an image size that `patch_size` does not divide.
+    """
+    n, c, size = pixel_values.shape[0], pixel_values.shape[1], pixel_values.shape[2]
+    if size % patch_size:
+        raise ValueError(f"patch size {patch_size} does not divide the image size {size}")
+    grid = size // patch_size
+    patches = pixel_values.reshape(n, c, grid, patch_size, grid, patch_size)
+    patches = patches.transpose(0, 2, 4, 1, 3, 5).reshape(n, grid * grid, -1)
+    cls = np.zeros((n, 1, patches.shape[-1]), np.float32)
+    return np.concatenate([cls, patches.astype(np.float32)], axis=1)
+
+
+def pixels_of_patch_tokens(tokens, *, channels: int = 3):
+    """The inverse of :func:`patch_tokens` (numpy or jax arrays): (N, 1 + P, C * p * p)
+    -> (N, C, S, S) images, the [CLS] slot dropped. The patch and image sizes follow
+    from the shape (square patches on a square grid)."""
+    n, length, width = tokens.shape
+    patch = round((width // channels) ** 0.5)
+    grid = round((length - 1) ** 0.5)
+    if grid * grid != length - 1 or channels * patch * patch != width:
+        raise ValueError(f"patch tokens must be (N, 1 + grid^2, {channels} * patch^2); got "
+                         f"{tuple(tokens.shape)}")
+    patches = tokens[:, 1:].reshape(n, grid, grid, channels, patch, patch)
+    return patches.transpose(0, 3, 1, 4, 2, 5).reshape(n, channels, grid * patch, grid * patch)
 
 
 def load_images(source: str | Path, *, image_size: int | None = None, split: str = "train",

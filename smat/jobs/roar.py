@@ -510,7 +510,7 @@ def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
     model = model if model is not None else PRESETS[preset].model
     output_dir = Path(output_dir)
     write_json_atomic(output_dir / "config.json", {
-        "data": dataclasses.asdict(data), "roar": dataclasses.asdict(roar), "preset": preset,
+        "data": data.settings(), "roar": dataclasses.asdict(roar), "preset": preset,
         "train": dataclasses.asdict(train), "model": model.settings()})
     dataset = load_examples(data)
     num_labels = dataset.num_labels if data.task == "classification" else 1

@@ -14,14 +14,19 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+from flax import nnx
 
 from smat.data import (
     Encoded,
+    ImageDataset,
+    PatchLayout,
     ProtocolSplits,
     StudentSplits,
     TextDataset,
+    is_image_source,
     load_corpus,
     load_dataset,
+    load_images,
     smat_split,
     student_split,
     students_from_teacher_rows,
@@ -29,13 +34,14 @@ from smat.data import (
     teacher_split,
     tokenize_with_stats,
 )
+from smat.data.images import IMAGENET_MEAN, IMAGENET_STD
 from smat.evaluation.cartography import (
     ambiguous_counts,
     cartography,
     group_counts,
     plot_data_map,
 )
-from smat.models import ModelSource, functional
+from smat.models import ModelSource, SequenceClassifier, ViTConfig, functional, keep_first_layers
 from smat.registry import LEARNED, NO_EXPLAINER
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer, save_explainer
@@ -68,13 +74,18 @@ class DataConfig:
     """Where the examples come from and how they are split (SMaT protocol, DESIGN 6).
 
     Attributes:
-      source: a built-in corpus name ("movie-snippets"), local data file(s) or a Hub id.
+      source: a built-in corpus name ("movie-snippets"), local data file(s) or a Hub id;
+        for images an ``.npz`` file, a folder of class sub-folders or a Hub id.
+      modality: "text", "image" (labelled images for a ViT, read as patch tokens), or
+        "auto": images when `source` is an ``.npz`` file or a folder whose sub-folders
+        hold images.
       student_source: local data file(s) or a Hub id of a second split that the students'
         pool, validation and test parts are carved from (the paper's IMDB layout: teacher
         on `train`, students from `test`); the teacher then learns from `teacher_fraction`
         of `source`. Default: one source for both, split by `teacher_fraction`.
       task: "classification" or "regression".
       text_column: the column holding the text in a file or Hub source.
+      image_column: the column holding the image in a Hub source of images.
       text_pair_column: the column of the second text of a pair (premise / hypothesis,
         source / translation), if any.
       label_column: the column holding the gold label (class name or number).
@@ -90,9 +101,12 @@ class DataConfig:
     """
 
     source: str = "movie-snippets"
+    modality: str = dataclasses.field(default="auto", metadata={
+        "choices": ("auto", "text", "image")})
     student_source: tuple[str, ...] | None = None
     task: str = "classification"
     text_column: str = "text"
+    image_column: str = "image"
     text_pair_column: str | None = None
     label_column: str = "label"
     split: str = "train"
@@ -108,6 +122,12 @@ class DataConfig:
             object.__setattr__(self, "student_source", tuple(
                 [self.student_source] if isinstance(self.student_source, str)
                 else self.student_source))
+        if self.modality not in ("auto", "text", "image"):
+            raise ValueError(f"DataConfig.modality must be 'auto', 'text' or 'image', got "
+                             f"{self.modality!r}")
+        if self.is_image and self.student_source is not None and len(self.student_source) > 1:
+            raise ValueError(f"DataConfig.student_source: images come from one source, got "
+                             f"{list(self.student_source)}")
         if self.max_len < 2:
             raise ValueError(f"DataConfig.max_len must be >= 2, got {self.max_len}")
         if self.student_validation_size < 1 or self.student_test_size < 1:
@@ -116,26 +136,54 @@ class DataConfig:
                              f"{self.student_test_size}")
 
 
+    def settings(self) -> dict[str, Any]:
+        """What a run folder records of these settings: every field, less a text run's
+        `modality` and `image_column` at their defaults, so its record (and the hash its
+        students keep of it) reads as it did before smat read images."""
+        recorded = dataclasses.asdict(self)
+        for name in () if self.is_image else ("modality", "image_column"):
+            if recorded[name] == DataConfig.__dataclass_fields__[name].default:
+                del recorded[name]
+        return recorded
+
+    @property
+    def is_image(self) -> bool:
+        """Whether the examples are images (`modality`, or detected from `source`)."""
+        return self.modality == "image" or (self.modality == "auto"
+                                            and is_image_source(self.source))
+
+
 class ProtocolData(NamedTuple):
-    """Tokenized parts of one data set under the SMaT protocol."""
+    """Tokenized parts of one data set under the SMaT protocol (images as patch tokens)."""
 
     teacher_train: Encoded
     teacher_validation: Encoded
     student_train: Encoded
     student_validation: Encoded
     student_test: Encoded
-    dataset: TextDataset
+    dataset: TextDataset | ImageDataset
 
 
-def load_examples(config: DataConfig) -> TextDataset:
+def load_examples(config: DataConfig) -> TextDataset | ImageDataset:
     """The raw examples of `config.source` (a built-in corpus, local files or a Hub id),
     followed by those of `config.student_source` when it is given (``dataset.student_rows``
     counts them).
 
     Raises:
       ValueError: the two sources' label vocabularies differ (and see
-        :func:`smat.data.load_dataset`).
+        :func:`smat.data.load_dataset`, and :func:`smat.data.load_images` for images).
     """
+    if config.is_image:
+        if config.task != "classification":
+            raise ValueError(f"images are classified; task {config.task!r} needs texts")
+        def read(source: str) -> ImageDataset:
+            return load_images(source, split=config.split, image_column=config.image_column,
+                               label_column=config.label_column)
+
+        dataset = read(config.source)
+        if config.student_source is not None:
+            dataset = dataset.followed_by(read(config.student_source[0]))
+        return dataset
     dataset = _load_source(config, config.source)
     if config.student_source is not None:
         student = _load_source(config, config.student_source)
@@ -196,14 +244,15 @@ def protocol_splits(config: DataConfig, dataset: TextDataset, *, num_examples: i
     return splits
 
 
-def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
+def protocol_data(config: DataConfig, dataset: TextDataset | ImageDataset, tokenizer: Any, *,
                   num_examples: int = 1, student_pool: str = "held_out") -> ProtocolData:
     """Tokenize and split a data set; the teacher parts do not depend on num_examples.
 
     Args:
       config: split sizes and max_len.
       dataset: the examples (from :func:`load_examples`).
-      tokenizer: a transformers tokenizer.
+      tokenizer: a transformers tokenizer, or for images the model's
+        :class:`smat.data.PatchLayout` (:func:`model_input_layout`).
       num_examples: student training size (a prefix of the student pool).
       student_pool: "held_out" or "teacher_train" (``StudentTrainConfig.student_pool``).
 
@@ -211,7 +260,10 @@ def protocol_data(config: DataConfig, dataset: TextDataset, tokenizer: Any, *,
       ValueError: num_examples larger than the student pool, empty or bad data (see
         smat.data).
     """
-    encoded, _ = tokenize_with_stats(dataset, tokenizer, max_len=config.max_len)
+    if isinstance(dataset, ImageDataset):
+        encoded = tokenizer.encode(dataset)
+    else:
+        encoded, _ = tokenize_with_stats(dataset, tokenizer, max_len=config.max_len)
     splits = protocol_splits(config, dataset, num_examples=num_examples,
                              student_pool=student_pool)
     return ProtocolData(take(encoded, splits.teacher_train),
@@ -270,14 +322,14 @@ def run_teacher(
     seeds = (train.loop.seed,) if seeds is None else tuple(seeds)
     folders = seed_folders(output_dir, seeds)
     model = model if model is not None else ModelSource()
-    settings = [{"data": dataclasses.asdict(data), "data_fingerprint": data_fingerprint(data),
+    settings = [{"data": data.settings(), "data_fingerprint": data_fingerprint(data),
                  "train": dataclasses.asdict(with_loop(train, seed=seed)),
                  **model.settings()} for seed in seeds]
     for folder, recorded in zip(folders, settings, strict=True):
         check_run_settings(folder, recorded, overwrite=overwrite)
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
-        parts, models, tokenizer = _teacher_setup(data, model,
+        parts, models, tokenizer, normalisation = _teacher_setup(data, model,
                                                   [seeds[i] for i in todo],
                                                   [folders[i] for i in todo],
                                                   [settings[i] for i in todo])
@@ -288,7 +340,7 @@ def run_teacher(
         for i, model, result in zip(todo, models, results, strict=True):
             if train.training_dynamics:
                 write_cartography(folders[i], seed=seeds[i])
-            _finish_teacher(folders[i], data, parts, model, tokenizer, result)
+            _finish_teacher(folders[i], data, parts, model, tokenizer, result, normalisation)
     return [json.loads((folder / "result.json").read_text()) for folder in folders]
 
 
@@ -314,15 +366,72 @@ def write_cartography(run_dir: str | Path, *, seed: int | None = None) -> dict[s
 def _teacher_setup(data: DataConfig, model: ModelSource, seeds: Sequence[int],
                    folders: Sequence[Path], settings: Sequence[dict[str, Any]]):
     """Load the data and one pretrained model per seed; once they load, write each run's
-    `config.json` (a bad input never leaves a run folder behind)."""
+    `config.json` (a bad input never leaves a run folder behind). Also returns an image
+    checkpoint's normalisation (empty for texts)."""
     dataset = load_examples(data)
     num_labels = dataset.num_labels if data.task == "classification" else 1
-    loaded = [model.load(task=data.task, num_labels=num_labels, seed=seed) for seed in seeds]
+    loaded = [start_model(model, task=data.task, num_labels=num_labels, seed=seed)
+              for seed in seeds]
     tokenizer = loaded[0][1]
-    parts = protocol_data(data, dataset, tokenizer)
+    if data.is_image != isinstance(loaded[0][0].encoder.config, ViTConfig):
+        raise ValueError(f"--source {data.source} holds {'images' if data.is_image else 'texts'}"
+                         f" but --encoder {model.path} is "
+                         f"{'a text encoder' if data.is_image else 'a ViT'}")
+    normalisation = _image_normalisation(Path(model.path))
+    parts = protocol_data(data, dataset,
+                          model_input_layout(loaded[0][0], tokenizer, normalisation))
     for folder, recorded in zip(folders, settings, strict=True):
         write_json_atomic(folder / "config.json", recorded)
-    return parts, [m for m, _ in loaded], tokenizer
+    return parts, [m for m, _ in loaded], tokenizer, normalisation
+
+
+def model_input_layout(model: Any, tokenizer: Any,
+                       normalisation: dict[str, Any]) -> Any:
+    """What turns a model's examples into its inputs: the tokenizer of a text model, or a
+    ViT's :class:`smat.data.PatchLayout` (its image and patch sizes, and `normalisation`'s
+    ``image_mean`` / ``image_std``, ImageNet's where it has none)."""
+    config = model.encoder.config
+    if not isinstance(config, ViTConfig):
+        return tokenizer
+    return PatchLayout(config.image_size, config.patch_size,
+                       tuple(normalisation.get("image_mean", IMAGENET_MEAN)),
+                       tuple(normalisation.get("image_std", IMAGENET_STD)))
+
+
+def _image_normalisation(folder: Path) -> dict[str, Any]:
+    """An image encoder's mean and deviation: a smat model's (its ``model.json``) or a
+    Hugging Face checkpoint's (its ``preprocessor_config.json``); empty when it has none."""
+    for name in ("model.json", "preprocessor_config.json"):
+        if (folder / name).is_file():
+            recorded = json.loads((folder / name).read_text())
+            return {key: recorded[key] for key in ("image_mean", "image_std")
+                    if key in recorded}
+    return {}
+
+
+def start_model(source: ModelSource, *, task: str, num_labels: int,
+                seed: int) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` a run starts from: ``source.load`` (a Hugging Face checkpoint,
+    or its architecture alone with ``from_scratch``), or, when ``source.encoder`` is a
+    model smat trained (a folder with ``model.json``, e.g. an encoder pretrained on another
+    task), that model's encoder under a fresh head drawn from `seed`.
+
+    Raises:
+      ValueError: as ``ModelSource.load``, or ``from_scratch`` with a smat model.
+    """
+    folder = Path(source.path)
+    if not (folder / "model.json").is_file():
+        return source.load(task=task, num_labels=num_labels, seed=seed)
+    if source.from_scratch:
+        raise ValueError(f"--from-scratch draws new weights; --encoder {folder} is a trained "
+                         "smat model, whose weights would be thrown away")
+    trained = model_store.load(folder)
+    model = SequenceClassifier(trained.model.encoder.config, num_labels=num_labels, task=task,
+                               pooling=source.pooling, rngs=nnx.Rngs(seed))
+    model.encoder = trained.model.encoder
+    if source.num_layers is not None:
+        model = keep_first_layers(model, source.num_layers, seed=seed)
+    return model, trained.tokenizer
 
 
 def data_fingerprint(config: DataConfig) -> dict[str, str] | None:
@@ -334,12 +443,17 @@ def data_fingerprint(config: DataConfig) -> dict[str, str] | None:
         files = [value] if isinstance(value, str) else list(value or ())
         if files and all(Path(f).is_file() for f in files):
             fingerprints[role] = file_fingerprint(files)
+        elif config.is_image and role == "source" and Path(value).is_dir():
+            fingerprints[role] = file_fingerprint(sorted(
+                str(f) for f in Path(value).rglob("*") if f.is_file()))
     return fingerprints or None
 
 
 def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, model: Any,
-                    tokenizer: Any, result: TeacherResult) -> dict[str, Any]:
-    """Test a trained teacher, save its model and write `result.json` last."""
+                    tokenizer: Any, result: TeacherResult,
+                    normalisation: dict[str, Any]) -> dict[str, Any]:
+    """Test a trained teacher, save its model (with an image model's `normalisation`) and
+    write `result.json` last."""
     test = evaluate(functional.split(model)[0], result.params, parts.student_test,
                     task=data.task)
     record = {
@@ -351,9 +465,12 @@ def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, mod
         "label_names": list(parts.dataset.label_names or []),
         "label_balance_test": _label_balance(parts.student_test.labels, data.task),
     }
+    layout = model_input_layout(model, tokenizer, normalisation)
+    if isinstance(layout, PatchLayout):  # the model reads its images as it trained on them
+        normalisation = {"image_mean": list(layout.mean), "image_std": list(layout.std)}
     model_store.save(output_dir / "model", model, tokenizer, params=result.params,
                      max_len=data.max_len, label_names=record["label_names"],
-                     data=dataclasses.asdict(data))
+                     data=dataclasses.asdict(data), **normalisation)
     write_json_atomic(output_dir / "result.json", record)
     return record
 
@@ -531,7 +648,8 @@ def load_run(run: model_store.TrainedModel | str | Path, *, num_examples: int = 
         run_dir = run_dir if model_dir != run_dir else None
         trained = model_store.load(model_dir)
     data = saved_data_config(trained)
-    parts = protocol_data(data, load_examples(data), trained.tokenizer,
+    parts = protocol_data(data, load_examples(data),
+                          model_input_layout(trained.model, trained.tokenizer, trained.info),
                           num_examples=num_examples, student_pool=student_pool)
     recorded = run_dir / "config.json" if run_dir is not None else None
     source = (ModelSource.from_settings(json.loads(recorded.read_text()))
@@ -571,7 +689,7 @@ def _student_inputs(teacher_dir: Path, config: StudentTrainConfig, num_examples:
 
     def new_student(seed: int):
         head_seed = seed if config.per_seed_init else config.init_seed
-        return source.load(task=data.task, num_labels=trained.info["num_labels"],
+        return start_model(source, task=data.task, num_labels=trained.info["num_labels"],
                            seed=head_seed)[0]
 
     return _StudentInputs(trained, rows, data.task, new_student)

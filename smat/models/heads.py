@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
+from smat.data.images import pixels_of_patch_tokens
 from smat.models.layers import Dense, EncoderOutput, dropout, fold_key
 from smat.models.text import TextConfig, TextEncoder
 from smat.models.vision import ViTConfig, ViTEncoder
@@ -165,7 +166,8 @@ class SequenceClassifier(nnx.Module):
 
         Text encoders take ``input_ids`` / ``inputs_embeds`` / ``embedding_output`` and a
         required ``attention_mask``; ViT takes ``pixel_values`` (or ``inputs_embeds`` /
-        ``embedding_output``) and an optional mask over [CLS] + patches. The other keyword
+        ``embedding_output``, or patch tokens as ``input_ids``, when its segment ids are
+        ignored) and an optional mask over [CLS] + patches. The other keyword
         arguments are those of the encoder. The encoder gets ``fold_in(dropout_rng, 0)``,
         the head dropout ``fold_in(dropout_rng, 1)``.
 
@@ -188,10 +190,16 @@ class SequenceClassifier(nnx.Module):
             out = self.encoder(input_ids, attention_mask=attention_mask,
                                token_type_ids=token_type_ids, **common)
         else:
-            if input_ids is not None or token_type_ids is not None:
-                raise ValueError(
-                    "input_ids / token_type_ids given to a vision model; pass pixel_values"
-                )
+            if input_ids is not None:
+                # patch tokens (smat.data.PatchLayout): the rows the training path batches
+                if pixel_values is not None or jnp.ndim(input_ids) != 3:
+                    raise ValueError(
+                        "a vision model reads pixel_values (B, C, H, W) or patch tokens "
+                        "(B, 1 + patches, C * patch^2) as input_ids, not token ids")
+                pixel_values = pixels_of_patch_tokens(
+                    jnp.asarray(input_ids), channels=self.encoder.config.num_channels)
+            elif token_type_ids is not None:
+                raise ValueError("token_type_ids given to a vision model; pass pixel_values")
             out = self.encoder(pixel_values, attention_mask=attention_mask, **common)
         batch, seq = out.last_hidden_state.shape[:2]
         if attention_mask is None:

@@ -491,3 +491,22 @@ def from_pretrained(
     model = nnx.merge(graphdef, abstract_state)
     tokenizer = None if isinstance(config, ViTConfig) else _load_tokenizer(folder)
     return model, tokenizer
+
+
+def from_config(path_or_hub_id: str | Path, *, task: str, num_labels: int,
+                pooling: str = "scalar_mix", seed: int = 0) -> tuple[SequenceClassifier, Any]:
+    """A classifier of the architecture a folder's ``config.json`` describes, every weight
+    drawn from `seed`: a model trained from scratch (the folder needs no weights).
+
+    Returns:
+      ``(model, tokenizer)`` as :func:`from_pretrained` (a ViT has no tokenizer).
+
+    Raises:
+      FileNotFoundError: missing folder or config.json.
+      ValueError: an unsupported architecture.
+    """
+    folder = resolve(path_or_hub_id)
+    config = architecture_of(read_config(folder)).parse_config(read_config(folder))
+    model = SequenceClassifier(config, num_labels=num_labels, task=task, pooling=pooling,
+                               rngs=nnx.Rngs(seed))
+    return model, None if isinstance(config, ViTConfig) else _load_tokenizer(folder)

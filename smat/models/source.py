@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from smat.models.heads import POOLINGS, SequenceClassifier
-from smat.models.hub import from_pretrained, keep_first_layers, minilm_path
+from smat.models.hub import from_config, from_pretrained, keep_first_layers, minilm_path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,12 +20,15 @@ class ModelSource:
       encoder: the pretrained encoder: a folder or Hub id.
       pooling: how the encoder's states become one vector (scalar_mix: the paper's).
       num_layers: keep only the encoder's first N layers, a smaller model for quick runs.
+      from_scratch: draw every weight from the seed instead of loading the encoder's: the
+        folder's config.json alone says the architecture (a small ViT trained from scratch).
     """
 
     encoder: str | None = dataclasses.field(default=None, metadata={
         "shown": "the offline all-MiniLM-L6-v2", "old_flags": ("--model",)})
     pooling: str = dataclasses.field(default="scalar_mix", metadata={"choices": POOLINGS})
     num_layers: int | None = dataclasses.field(default=None, metadata={"shown": "all"})
+    from_scratch: bool = False
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -47,15 +50,16 @@ class ModelSource:
 
     def load(self, *, task: str, num_labels: int,
              seed: int) -> tuple[SequenceClassifier, Any]:
-        """``(model, tokenizer)``: the pretrained encoder, cut to `num_layers`, under a head
-        drawn from `seed`.
+        """``(model, tokenizer)``: the pretrained encoder (drawn from `seed` too when
+        `from_scratch`), cut to `num_layers`, under a head drawn from `seed`.
 
         Raises:
           ValueError: as :func:`smat.models.hub.from_pretrained`, or more layers asked for
             than the encoder has (the message names the encoder).
         """
-        model, tokenizer = from_pretrained(self.path, task=task, num_labels=num_labels,
-                                           pooling=self.pooling, seed=seed)
+        build = from_config if self.from_scratch else from_pretrained
+        model, tokenizer = build(self.path, task=task, num_labels=num_labels,
+                                 pooling=self.pooling, seed=seed)
         if self.num_layers is None:
             return model, tokenizer
         try:
@@ -64,13 +68,16 @@ class ModelSource:
             raise ValueError(f"--num-layers: {self.path}: {error}") from None
 
     def settings(self) -> dict[str, Any]:
-        """What a run folder records of the model (``num_layers`` only when it cuts, so
-        the records of runs on whole encoders stay as they were)."""
+        """What a run folder records of the model (``num_layers`` only when it cuts and
+        ``from_scratch`` only when set, so the records of runs on whole pretrained encoders
+        stay as they were)."""
         return {"model_source": self.path, "pooling": self.pooling,
-                **({"num_layers": self.num_layers} if self.num_layers is not None else {})}
+                **({"num_layers": self.num_layers} if self.num_layers is not None else {}),
+                **({"from_scratch": True} if self.from_scratch else {})}
 
     @classmethod
     def from_settings(cls, recorded: dict[str, Any]) -> ModelSource:
         """The source a run folder's :meth:`settings` record describes."""
         return cls(encoder=recorded["model_source"], pooling=recorded["pooling"],
-                   num_layers=recorded.get("num_layers"))
+                   num_layers=recorded.get("num_layers"),
+                   from_scratch=recorded.get("from_scratch", False))

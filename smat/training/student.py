@@ -130,7 +130,7 @@ class StudentTrainConfig:
 class StudentRows(NamedTuple):
     """Student inputs with the teacher's cached contribution, one row per example."""
 
-    input_ids: np.ndarray  # (N, T) int32
+    input_ids: np.ndarray  # (N, T) int32, or an image's (N, T, pixels) patch tokens
     attention_mask: np.ndarray  # (N, T) int32
     token_type_ids: np.ndarray  # (N, T) int32
     special_tokens_mask: np.ndarray  # (N, T) bool
@@ -211,7 +211,8 @@ def _trim_rows(rows: StudentRows, multiple: int, length: int | None = None) -> S
     """Cut the sequence axis of every per-token field (padding only; see trim_to_length)."""
     if length is None:
         length = trim_to_length(Encoded(*rows[:5]), multiple).input_ids.shape[1]
-    cut = {name: getattr(rows, name)[..., :length] for name in
+    # axis 1 is the token axis (an image's patch tokens carry their pixels on axis 2)
+    cut = {name: getattr(rows, name)[:, :length] for name in
            ("input_ids", "attention_mask", "token_type_ids", "special_tokens_mask")}
     if rows.teacher_features.shape[-1]:
         cut["teacher_features"] = rows.teacher_features[..., :length]

@@ -1,0 +1,161 @@
+"""Table 3 of the SMaT paper: simulability on CIFAR-100 with a ViT, for a GPU.
+
+Fernandes et al, "Learning to Scaffold: Optimizing Model Explanations for Teaching", 2022,
+§5.2 and **Table 3**: a ViT-base with 16 x 16 patches pretrained on ImageNet-21k, images
+up-sampled to 224 x 224; CIFAR-100's training set split into 45,000 training and 5,000
+validation images for the teacher (89% test accuracy); students trained on 2,250 / 4,500 /
+9,000 (5 / 10 / 20%) of the teacher's training images with no explainer, the gradient
+explainers, static attention and SMaT, 5 seeds; ``median [q25:q75]`` test simulability.
+
+Needs two local folders (nothing is downloaded):
+
+- ``--data-dir``: CIFAR-100 as ``train.npz`` and ``test.npz`` (arrays ``images`` (N, 32,
+  32, 3) uint8, ``labels``, optional ``label_names``) or as ``train/`` and ``test/`` folders
+  of class sub-folders;
+- ``--vit-dir``: the Hugging Face checkpoint ``google/vit-base-patch16-224-in21k``
+  (config.json, model.safetensors, preprocessor_config.json, whose mean and deviation the
+  images are normalised with).
+
+Here the teacher trains on CIFAR-100's train split (teacher fraction 1: 90% training,
+10% validation, the paper's 45,000 / 5,000) and the students draw their training images
+from the teacher's (``student_pool="teacher_train"``); their validation (500) and test
+(9,000) images come from the test split (the other 500 are unused). Student settings are
+the reference's (SGD 5e-3, batch 32, patience 10, the meta update every step). Not run on
+this project's machines (2 CPU cores; a ViT-base step at 224 x 224 takes seconds there, a
+teacher epoch hours): a GPU and the two folders make it run.
+
+Variants: ``paper`` and ``smoke`` (the tests: a tiny ViT trained from the checkpoint
+folder's config.json alone, one small size, 1 epoch).
+
+Command (resumable: a killed run restarts at the first unfinished student)::
+
+    python experiments/smat_table3_cifar.py --variant paper --data-dir CIFAR100_DIR \\
+        --vit-dir VIT_DIR --output-dir runs/smat_table3_cifar
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from smat_digits import teacher_and_students, write_report
+from smat_table1 import SETTINGS, paper_table, parse_variant_args, variant_parser
+
+from smat.jobs.runs import DataConfig
+from smat.models import ModelSource
+from smat.store.run_log import write_json_atomic
+from smat.training.loop import LoopConfig
+from smat.training.student import StudentTrainConfig
+from smat.training.teacher import TeacherTrainConfig
+
+VARIANTS = ("paper", "smoke")
+# Table 3 of the paper (CIFAR-100, accuracy %), median [q25:q75] at 2,250 / 4,500 / 9,000.
+PAPER_TABLE3 = {
+    "none": ("81.16 [80.98:81.26]", "84.02 [83.98:84.24]", "85.20 [85.17:85.26]"),
+    "gradient": ("80.97 [80.91:81.10]", "83.98 [83.81:84.23]", "85.13 [84.97:85.50]"),
+    "input_x_gradient": ("80.93 [80.82:81.04]", "83.99 [83.98:84.13]", "85.33 [84.85:85.35]"),
+    "integrated_gradients": ("80.22 [80.17:80.35]", "83.44 [83.25:83.44]",
+                             "84.99 [84.76:85.22]"),
+    "attention_all": ("82.53 [82.53:82.62]", "84.81 [84.74:84.92]", "85.92 [85.78:85.94]"),
+    "attention_last": ("82.34 [82.30:82.60]", "84.65 [84.56:84.81]", "85.31 [84.84:85.31]"),
+    "smat": ("83.09 [82.77:83.28]", "85.42 [85.39:85.85]", "85.96 [85.74:86.35]"),
+}
+PAPER_SIZES = (2250, 4500, 9000)
+
+
+def get_config(variant: str) -> dict[str, Any]:
+    """The split, teacher and student grid of one variant (one of :data:`VARIANTS`).
+
+    Raises:
+      ValueError: an unknown variant.
+    """
+    student_pool = {"student_pool": "teacher_train"}
+    if variant == "paper":
+        return {"split": {"teacher_fraction": 1.0, "student_validation_size": 500,
+                          "student_test_size": 9000},
+                "teacher": TeacherTrainConfig(loop=LoopConfig(batch_size=32, max_epochs=10,
+                                                              evals_per_epoch=2, patience=5)),
+                "sizes": list(PAPER_SIZES), "seeds": [0, 1, 2, 3, 4],
+                "explainers": list(SETTINGS), "from_scratch": False,
+                "student": StudentTrainConfig(ig_steps=10, **student_pool, loop=LoopConfig(
+                    max_epochs=100, patience=10, parallel_seeds=True))}
+    if variant == "smoke":
+        return {"split": {"teacher_fraction": 1.0, "student_validation_size": 8,
+                          "student_test_size": 16},
+                "teacher": TeacherTrainConfig(learning_rate=1e-3, warmup_steps=2,
+                                              loop=LoopConfig(batch_size=8, max_epochs=1)),
+                "sizes": [16], "seeds": [0, 1],
+                "explainers": ["none", "attention_all", "smat"], "from_scratch": True,
+                "student": StudentTrainConfig(inner_learning_rate=0.05, **student_pool,
+                                              loop=LoopConfig(batch_size=8, max_epochs=1,
+                                                              parallel_seeds=True))}
+    raise ValueError(f"unknown variant {variant!r}; choose from {list(VARIANTS)}")
+
+
+def split_files(data_dir: str | Path) -> tuple[str, str]:
+    """CIFAR-100's train and test sources in `data_dir`: ``NAME.npz``, else ``NAME/``.
+
+    Raises:
+      FileNotFoundError: either is missing (the message names what was looked for).
+    """
+    found = []
+    for name in ("train", "test"):
+        candidates = [Path(data_dir) / f"{name}.npz", Path(data_dir) / name]
+        existing = [c for c in candidates if c.exists()]
+        if not existing:
+            raise FileNotFoundError(f"--data-dir {data_dir}: no {candidates[0].name} or "
+                                    f"{candidates[1].name}/ (CIFAR-100's {name} split)")
+        found.append(str(existing[0]))
+    return found[0], found[1]
+
+
+def run(variant: str, *, data_dir: str | Path, vit_dir: str | Path, output_dir: str | Path,
+        progress: bool = True) -> dict[str, Any]:
+    """Train (or reuse) the teacher and every student of the grid; write the table and
+    figures. Returns the summary written to ``results.json``.
+
+    Raises:
+      FileNotFoundError: a missing data split or checkpoint config.
+    """
+    config = get_config(variant)
+    if not (Path(vit_dir) / "config.json").is_file():
+        raise FileNotFoundError(f"--vit-dir {vit_dir} holds no config.json (a Hugging Face "
+                                "ViT checkpoint folder)")
+    train, test = split_files(data_dir)
+    data = DataConfig(source=train, student_source=(test,), modality="image",
+                      **config["split"])
+    model = ModelSource(encoder=str(vit_dir), pooling="cls",
+                        from_scratch=config["from_scratch"])
+    output_dir = Path(output_dir)
+    write_json_atomic(output_dir / "config.json", {
+        "variant": variant, "data": data.settings(), "model": model.settings(),
+        "teacher": dataclasses.asdict(config["teacher"]),
+        "student": dataclasses.asdict(config["student"]),
+        **{key: config[key] for key in ("sizes", "seeds", "explainers")}})
+    start = time.perf_counter()
+    teacher, records = teacher_and_students(config, data, model, output_dir, progress)
+    return write_report(output_dir, variant=variant, teacher=teacher, records=records,
+                        sizes=config["sizes"], task="CIFAR-100", start=start,
+                        paper=paper_table(PAPER_TABLE3, PAPER_SIZES))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = variant_parser(__doc__.splitlines()[0], name="smat_table3_cifar",
+                            variants=VARIANTS)
+    parser.add_argument("--vit-dir", required=True,
+                        help="the google/vit-base-patch16-224-in21k checkpoint folder")
+    args = parse_variant_args(parser, argv)
+    if args.data_dir is None:
+        parser.error("--data-dir is required: a folder with CIFAR-100's train and test")
+    summary = run(args.variant, data_dir=args.data_dir, vit_dir=args.vit_dir,
+                  output_dir=args.output_dir, progress=not args.no_progress)
+    print((Path(args.output_dir) / "table.md").read_text())
+    print(json.dumps({"seconds_this_call": summary["seconds_this_call"]}))
+
+
+if __name__ == "__main__":
+    main()
