@@ -118,3 +118,12 @@ def test_render_image_html_overlays_one_cell_per_patch_and_checks_shapes(tmp_pat
         render_image_html(tmp_path / "x.html", images[..., 0], scores)
     with pytest.raises(ValueError, match="at least one explainer"):
         render_image_html(tmp_path / "x.html", images, {})
+
+
+def test_long_explainer_names_are_cut_from_their_end_for_figure_titles():
+    from smat.store.render import short_label
+
+    assert short_label("gradient") == "gradient"
+    folder = "runs/digits/students/n240/smat/seed2/explainer"
+    label = short_label(folder)
+    assert len(label) == 24 and label.startswith("...") and folder.endswith(label[3:])

@@ -294,6 +294,12 @@ def patch_heatmap(scores: np.ndarray, *, image_size: int) -> np.ndarray:
     return np.kron(normalised.reshape(grid, grid), np.ones((block, block)))
 
 
+def short_label(name: str, width: int = 24) -> str:
+    """`name` cut to `width` characters from its end (a learned explainer's folder path is
+    named by its last parts), so a figure's column titles do not run into each other."""
+    return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
 def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
                         path: str | Path, *, titles: Sequence[str] | None = None) -> Path:
     """A PNG grid of image explanations: one row per image (the image, then each
@@ -327,7 +333,7 @@ def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
             heat = patch_heatmap(value[row], image_size=images.shape[1])
             axes[row, column].imshow(image.mean(-1), cmap="gray", vmin=0, vmax=1)
             axes[row, column].imshow(heat, cmap="RdBu_r", vmin=-1, vmax=1, alpha=0.6)
-            axes[row, column].set_title(name, fontsize="small")
+            axes[row, column].set_title(short_label(name), fontsize="small")
         for cell in axes[row]:
             cell.set_xticks([])
             cell.set_yticks([])
