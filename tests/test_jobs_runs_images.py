@@ -145,3 +145,26 @@ def test_text_encoder_on_images_is_refused_by_name(image_teacher, tiny_checkpoin
                  *TEACHER, "--output-dir", str(out)]) == 2
     error = capsys.readouterr().err
     assert "holds images" in error and "a text encoder" in error and "Traceback" not in error
+
+
+def test_a_model_smat_trained_is_a_start_its_encoder_under_a_fresh_head(image_teacher):
+    # the digits experiment's students start from a pretext model's encoder this way
+    from smat.jobs.runs import start_model
+    from smat.models import ModelSource, functional
+    from smat.store import model_store
+
+    folder = image_teacher / "model"
+    trained = functional.split(model_store.load(folder).model)[1]
+    models = [start_model(ModelSource(encoder=str(folder), pooling="cls"),
+                          task="classification", num_labels=3, seed=seed)[0]
+              for seed in (0, 1)]
+    for model in models:
+        started = functional.split(model)[1]
+        for a, b in zip(jax.tree.leaves(started["encoder"]), jax.tree.leaves(trained["encoder"]),
+                        strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert model.classifier.kernel[...].shape == (32, 3)  # the new task's head
+    assert not np.array_equal(models[0].classifier.kernel[...], models[1].classifier.kernel[...])
+    with pytest.raises(ValueError, match="--from-scratch draws new weights"):
+        start_model(ModelSource(encoder=str(folder), from_scratch=True),
+                    task="classification", num_labels=3, seed=0)

@@ -135,7 +135,6 @@ class DataConfig:
                              f">= 1, got {self.student_validation_size} and "
                              f"{self.student_test_size}")
 
-
     def settings(self) -> dict[str, Any]:
         """What a run folder records of these settings: every field, less a text run's
         `modality` and `image_column` at their defaults, so its record (and the hash its
@@ -176,6 +175,7 @@ def load_examples(config: DataConfig) -> TextDataset | ImageDataset:
     if config.is_image:
         if config.task != "classification":
             raise ValueError(f"images are classified; task {config.task!r} needs texts")
+
         def read(source: str) -> ImageDataset:
             return load_images(source, split=config.split, image_column=config.image_column,
                                label_column=config.label_column)
