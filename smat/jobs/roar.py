@@ -50,7 +50,7 @@ from smat.evaluation.roar import (
     summarize_faithfulness,
 )
 from smat.jobs.explain import explain_encoded
-from smat.jobs.runs import DataConfig, load_examples
+from smat.jobs.runs import DataConfig, load_examples, start_model
 from smat.models import SequenceClassifier, functional
 from smat.models.source import ModelSource
 from smat.store import checkpoint
@@ -516,9 +516,9 @@ def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
     num_labels = dataset.num_labels if data.task == "classification" else 1
 
     def make_model(seed: int) -> SequenceClassifier:
-        return model.load(task=data.task, num_labels=num_labels, seed=seed)[0]
+        return start_model(model, task=data.task, num_labels=num_labels, seed=seed)[0]
 
-    _, tokenizer = model.load(task=data.task, num_labels=num_labels, seed=0)
+    _, tokenizer = start_model(model, task=data.task, num_labels=num_labels, seed=0)
     encoded = tokenize(dataset, tokenizer, max_len=data.max_len)
     rows = np.arange(len(encoded.labels))
     if roar.num_examples is not None and roar.num_examples < rows.size:

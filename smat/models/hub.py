@@ -506,7 +506,8 @@ def from_config(path_or_hub_id: str | Path, *, task: str, num_labels: int,
       ValueError: an unsupported architecture.
     """
     folder = resolve(path_or_hub_id)
-    config = architecture_of(read_config(folder)).parse_config(read_config(folder))
+    hf_config = read_config(folder)
+    config = architecture_of(hf_config).parse_config(hf_config)
     model = SequenceClassifier(config, num_labels=num_labels, task=task, pooling=pooling,
                                rngs=nnx.Rngs(seed))
     return model, None if isinstance(config, ViTConfig) else _load_tokenizer(folder)

@@ -17,7 +17,8 @@ class ModelSource:
     """A pretrained encoder and how a classifier is built on it.
 
     Attributes:
-      encoder: the pretrained encoder: a folder or Hub id.
+      encoder: the pretrained encoder: a checkpoint folder or Hub id, or a model smat
+        trained (a folder with model.json: its encoder under a fresh head).
       pooling: how the encoder's states become one vector (scalar_mix: the paper's).
       num_layers: keep only the encoder's first N layers, a smaller model for quick runs.
       from_scratch: draw every weight from the seed instead of loading the encoder's: the
