@@ -504,10 +504,9 @@ def static_scores(graphdef, params, input_ids, attention_mask, token_type_ids, t
         explain patches.
     """
     if jnp.ndim(input_ids) == 3:
-        check_image_explainers([name])
-        patches = spec(name).scores(BatchInputs.of_images(
-            graphdef, params, pixels_of_patch_tokens(input_ids), target, ig_steps=ig_steps,
-            ig_method=ig_method, seed=seed, row_ids=row_ids))
+        patches = static_patch_scores(graphdef, params, pixels_of_patch_tokens(input_ids),
+                                      target, name=name, ig_steps=ig_steps,
+                                      ig_method=ig_method, seed=seed, row_ids=row_ids)
         return jnp.pad(patches, ((0, 0), (1, 0)))
     return spec(name).scores(BatchInputs.of_batch(
         graphdef, params, input_ids, attention_mask, token_type_ids, target,

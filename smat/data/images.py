@@ -121,14 +121,17 @@ class PatchLayout:
     mean: tuple[float, ...] = IMAGENET_MEAN
     std: tuple[float, ...] = IMAGENET_STD
 
+    def pixels(self, images: Float[np.ndarray, "n h w 3"]) -> Float[np.ndarray, "n 3 s s"]:
+        """(N, H, W, 3) images in [0, 1] as the ViT reads them: (N, 3, S, S), resized and
+        normalised."""
+        pixels = preprocess(images, image_size=self.image_size, mean=self.mean, std=self.std)
+        return np.ascontiguousarray(pixels.transpose(0, 3, 1, 2))
+
     def encode(self, dataset: ImageDataset) -> Encoded:
         """`dataset` as patch tokens: ``input_ids`` (N, 1 + P, 3 * p * p) float32, the
         [CLS] slot zero and each patch's pixels in (channel, row, column) order; every
         position real (mask 1), the [CLS] slot a special token, segment ids 0."""
-        pixels = preprocess(dataset.images, image_size=self.image_size, mean=self.mean,
-                            std=self.std)
-        tokens = patch_tokens(np.ascontiguousarray(pixels.transpose(0, 3, 1, 2)),
-                              self.patch_size)
+        tokens = patch_tokens(self.pixels(dataset.images), self.patch_size)
         n, length = tokens.shape[:2]
         special = np.zeros((n, length), bool)
         special[:, 0] = True

@@ -19,9 +19,9 @@ import jax
 import numpy as np
 
 from smat import registry
-from smat.data import ImageDataset, length_sorted_batches, preprocess_images
-from smat.data.images import IMAGENET_MEAN, IMAGENET_STD
+from smat.data import ImageDataset, length_sorted_batches
 from smat.jobs.explain import ExplainConfig, check_model_and_rows, predictions_of
+from smat.jobs.runs import model_input_layout
 from smat.models import functional
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer
@@ -49,11 +49,7 @@ def model_pixels(trained: model_store.TrainedModel, images: np.ndarray) -> np.nd
     """(N, H, W, 3) images in [0, 1] as the model reads them: (N, 3, S, S) at its image
     size, normalised with the mean and deviation its model.json records (ImageNet's when
     it records none)."""
-    config = trained.model.encoder.config
-    pixels = preprocess_images(images, image_size=config.image_size,
-                               mean=trained.info.get("image_mean", IMAGENET_MEAN),
-                               std=trained.info.get("image_std", IMAGENET_STD))
-    return np.ascontiguousarray(pixels.transpose(0, 3, 1, 2))
+    return model_input_layout(trained.model, trained.tokenizer, trained.info).pixels(images)
 
 
 def explain_images(trained: model_store.TrainedModel, images: np.ndarray,

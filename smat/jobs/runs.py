@@ -329,7 +329,7 @@ def run_teacher(
         check_run_settings(folder, recorded, overwrite=overwrite)
     todo = [i for i, folder in enumerate(folders) if not (folder / "result.json").is_file()]
     if todo:
-        parts, models, tokenizer, normalisation = _teacher_setup(data, model,
+        parts, models, tokenizer, layout = _teacher_setup(data, model,
                                                   [seeds[i] for i in todo],
                                                   [folders[i] for i in todo],
                                                   [settings[i] for i in todo])
@@ -340,7 +340,7 @@ def run_teacher(
         for i, model, result in zip(todo, models, results, strict=True):
             if train.training_dynamics:
                 write_cartography(folders[i], seed=seeds[i])
-            _finish_teacher(folders[i], data, parts, model, tokenizer, result, normalisation)
+            _finish_teacher(folders[i], data, parts, model, tokenizer, result, layout)
     return [json.loads((folder / "result.json").read_text()) for folder in folders]
 
 
@@ -366,8 +366,8 @@ def write_cartography(run_dir: str | Path, *, seed: int | None = None) -> dict[s
 def _teacher_setup(data: DataConfig, model: ModelSource, seeds: Sequence[int],
                    folders: Sequence[Path], settings: Sequence[dict[str, Any]]):
     """Load the data and one pretrained model per seed; once they load, write each run's
-    `config.json` (a bad input never leaves a run folder behind). Also returns an image
-    checkpoint's normalisation (empty for texts)."""
+    `config.json` (a bad input never leaves a run folder behind). Also returns what turns
+    the examples into model inputs (:func:`model_input_layout`)."""
     dataset = load_examples(data)
     num_labels = dataset.num_labels if data.task == "classification" else 1
     loaded = [start_model(model, task=data.task, num_labels=num_labels, seed=seed)
@@ -377,12 +377,12 @@ def _teacher_setup(data: DataConfig, model: ModelSource, seeds: Sequence[int],
         raise ValueError(f"--source {data.source} holds {'images' if data.is_image else 'texts'}"
                          f" but --encoder {model.path} is "
                          f"{'a text encoder' if data.is_image else 'a ViT'}")
-    normalisation = _image_normalisation(Path(model.path))
-    parts = protocol_data(data, dataset,
-                          model_input_layout(loaded[0][0], tokenizer, normalisation))
+    layout = model_input_layout(loaded[0][0], tokenizer,
+                                _image_normalisation(Path(model.path)))
+    parts = protocol_data(data, dataset, layout)
     for folder, recorded in zip(folders, settings, strict=True):
         write_json_atomic(folder / "config.json", recorded)
-    return parts, [m for m, _ in loaded], tokenizer, normalisation
+    return parts, [m for m, _ in loaded], tokenizer, layout
 
 
 def model_input_layout(model: Any, tokenizer: Any,
@@ -450,10 +450,9 @@ def data_fingerprint(config: DataConfig) -> dict[str, str] | None:
 
 
 def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, model: Any,
-                    tokenizer: Any, result: TeacherResult,
-                    normalisation: dict[str, Any]) -> dict[str, Any]:
-    """Test a trained teacher, save its model (with an image model's `normalisation`) and
-    write `result.json` last."""
+                    tokenizer: Any, result: TeacherResult, layout: Any) -> dict[str, Any]:
+    """Test a trained teacher, save its model (with an image model's normalisation, from
+    its `layout`) and write `result.json` last."""
     test = evaluate(functional.split(model)[0], result.params, parts.student_test,
                     task=data.task)
     record = {
@@ -465,9 +464,9 @@ def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, mod
         "label_names": list(parts.dataset.label_names or []),
         "label_balance_test": _label_balance(parts.student_test.labels, data.task),
     }
-    layout = model_input_layout(model, tokenizer, normalisation)
-    if isinstance(layout, PatchLayout):  # the model reads its images as it trained on them
-        normalisation = {"image_mean": list(layout.mean), "image_std": list(layout.std)}
+    # the model reads its images as it trained on them
+    normalisation = ({"image_mean": list(layout.mean), "image_std": list(layout.std)}
+                     if isinstance(layout, PatchLayout) else {})
     model_store.save(output_dir / "model", model, tokenizer, params=result.params,
                      max_len=data.max_len, label_names=record["label_names"],
                      data=dataclasses.asdict(data), **normalisation)
