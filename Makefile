@@ -55,7 +55,7 @@ test: lint browser
 	$(BIN)/python benchmarks/ig_vs_captum.py --worker matmul > $(PROFILE)/matmul.json
 	date +%s > $(PROFILE)/started
 	SMAT_TEST_PROFILE=$(PROFILE) $(BIN)/python -m pytest -m "not slow and not multidevice" -q -n 2 --durations=25
-	SMAT_TEST_PROFILE=$(PROFILE) XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q
+	SMAT_TEST_PROFILE=$(PROFILE) XLA_FLAGS=--xla_force_host_platform_device_count=8 $(BIN)/python -m pytest -m multidevice -q -n 2
 	$(BIN)/python scripts/test_profile.py $(PROFILE) > $(PROFILE).md
 	@head -1 $(PROFILE).md
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet

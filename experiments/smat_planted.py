@@ -73,6 +73,7 @@ from flax import nnx
 from smat import explainers
 from smat.evaluation.statistics import format_median_iqr
 from smat.models import SequenceClassifier, TextConfig, functional
+from smat.parallel import commit
 from smat.store.run_log import write_json_atomic
 from smat.training import scaffold
 from smat.training.loop import seed_slice, stack_seeds
@@ -471,7 +472,7 @@ def train_cell(config: PlantedConfig, arm_name: str, data: Data, data_seed: int,
             teacher_explainer_params=explainers.init(None, arm.teacher_cfg) if learned
             else None, rng=jax.random.PRNGKey(1000 * data_seed + seed))
 
-    states = stack_seeds([initial(seed) for seed in seeds])
+    states = commit(stack_seeds([initial(seed) for seed in seeds]))  # one step compile
     evaluations, probes, step_metrics, lambda_trace = [], {}, [], []
     start = time.perf_counter()
     for step in range(config.steps + 1):

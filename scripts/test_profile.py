@@ -4,7 +4,8 @@ Reads the JSON lines that tests/conftest.py writes per test when SMAT_TEST_PROFI
 (wall seconds of setup + call + teardown, and the seconds JAX spent tracing, lowering and
 compiling XLA programs inside them) and writes a markdown report: totals, the modules and
 the tests that take longest, each split into compile (trace + lower + XLA compile) and the
-rest (running, data, I/O). Its first line gives the suite's wall time (from the
+rest (running, data, I/O), and the programs (by name) whose compiling cost most over the
+suite, with how often each was compiled. Its first line gives the suite's wall time (from the
 ``started`` file ``make test`` writes, in epoch seconds, to now) and the machine's float32
 matmul rate (``matmul.json``, from ``benchmarks/ig_vs_captum.py --worker matmul``, measured
 just before the tests), so times from different machines can be compared.
@@ -60,7 +61,8 @@ def report(records: list[dict], *, top: int = 30, machine: str = "") -> str:
     lines = [f"{machine}{len(records)} tests, {wall / 60:.1f} min of test time summed over "
              "workers, "
              f"{compiled / 60:.1f} min of it ({100 * compiled / max(wall, 1e-9):.0f}%) tracing, "
-             "lowering and compiling XLA programs.", "",
+             "lowering and compiling XLA programs; compiled programs freed "
+             f"{sum(int(r.get('freed', 0)) for r in records)} times.", "",
              "| module | tests | seconds | compile s | compile % |", "|---|---|---|---|---|"]
     for name, (seconds, comp, count) in sorted(modules.items(), key=lambda kv: -kv[1][0])[:top]:
         lines.append(f"| {name} | {count} | {seconds:.0f} | {comp:.0f} | "
@@ -69,7 +71,32 @@ def report(records: list[dict], *, top: int = 30, machine: str = "") -> str:
     for r in sorted(records, key=lambda r: -r["seconds"])[:top]:
         lines.append(f"| {r['test']} | {r['seconds']:.1f} | {compile_seconds(r):.1f} | "
                      f"{r.get('compile', 0.0):.1f} |")
+    lines += programs_table(records, top=top)
     return "\n".join(lines)
+
+
+def programs_table(records: list[dict], *, top: int) -> list[str]:
+    """The programs that cost most lowering + XLA compile time over the suite, by name
+    (``jit(op)`` is an eager operation): how often they were compiled and in how many
+    tests; empty for records written without program names."""
+    programs: dict[str, list] = defaultdict(lambda: [0, 0.0, 0])
+    for r in records:
+        for name, (count, seconds) in r.get("programs", {}).items():
+            entry = programs[name]
+            entry[0] += count
+            entry[1] += seconds
+            entry[2] += 1
+    if not programs:
+        return []
+    total = sum(seconds for _, seconds, _ in programs.values())
+    lines = ["", f"{sum(c for c, _, _ in programs.values())} compiles of "
+             f"{len(programs)} program names, {total / 60:.1f} min of lowering + XLA "
+             "compile.", "",
+             "| program | compiles | seconds | tests |", "|---|---|---|---|"]
+    for name, (count, seconds, tests) in sorted(programs.items(),
+                                                key=lambda kv: -kv[1][1])[:top]:
+        lines.append(f"| `{name}` | {count} | {seconds:.1f} | {tests} |")
+    return lines
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ from jax.sharding import PartitionSpec as P
 
 __all__ = [
     "DATA_AXIS",
+    "commit",
     "data_mesh",
     "initialize_distributed",
     "replicate",
@@ -162,6 +163,19 @@ def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
     """
     sharding = NamedSharding(mesh, P())
     return jax.tree.map(lambda leaf: _place(leaf, sharding), tree)
+
+
+def commit(tree: PyTree) -> PyTree:
+    """Every array of `tree` committed to JAX's default device.
+
+    A jitted step's outputs are committed to their device, and ``jax.jit`` keys its compiled
+    programs on whether each argument is: a loop that starts from uncommitted arrays (fresh
+    ``jnp`` or NumPy values) compiles its step a second time at the second step.
+    """
+    device = jax.config.jax_default_device
+    if not isinstance(device, jax.Device):  # unset, or a platform name
+        device = jax.devices(device)[0] if device else jax.devices()[0]
+    return jax.device_put(tree, device)
 
 
 def initialize_distributed(

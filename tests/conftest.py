@@ -50,19 +50,33 @@ def jax_options() -> dict[str, object]:
     return {name: getattr(jax.config, name) for name in GLOBAL_JAX_OPTIONS}
 
 
-# With SMAT_TEST_PROFILE=DIR every test's wall, compile and trace seconds are written to
-# DIR/<worker>.jsonl (`make test`, summarised by scripts/test_profile.py): JAX
-# reports each program's tracing, lowering and XLA compile times through jax.monitoring.
+# With SMAT_TEST_PROFILE=DIR every test's wall, compile and trace seconds, and the programs
+# it compiled by name, are written to DIR/<worker>.jsonl (`make test`, summarised by
+# scripts/test_profile.py): JAX reports each program's tracing, lowering and XLA compile
+# times through jax.monitoring.
 _PROFILE_DIR = os.environ.get("SMAT_TEST_PROFILE")
 _COMPILE_EVENTS = {"/jax/core/compile/backend_compile_duration": "compile",
                    "/jax/core/compile/jaxpr_trace_duration": "trace",
                    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower"}
 _current_test: dict[str, float] = {}
+# Per program name (jit(f), or jit(op) for an eager operation): [compiles, lowering + XLA
+# compile seconds] inside the current test.
+_current_programs: dict[str, list[float]] = {}
+
+
+def _record_compile_event(event: str, seconds: float, *, fun_name: str = "?", **_) -> None:
+    if event not in _COMPILE_EVENTS:
+        return
+    kind = _COMPILE_EVENTS[event]
+    _current_test[kind] = _current_test.get(kind, 0.0) + seconds
+    if kind != "trace":
+        entry = _current_programs.setdefault(fun_name, [0, 0.0])
+        entry[0] += kind == "compile"
+        entry[1] += seconds
+
+
 if _PROFILE_DIR:
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, seconds, **_: _current_test.__setitem__(
-            _COMPILE_EVENTS[event], _current_test.get(_COMPILE_EVENTS[event], 0.0) + seconds)
-        if event in _COMPILE_EVENTS else None)
+    jax.monitoring.register_event_duration_secs_listener(_record_compile_event)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -73,12 +87,15 @@ def pytest_runtest_protocol(item, nextitem):
     import time
 
     _current_test.clear()
+    _current_programs.clear()
     start = time.perf_counter()
     try:
         return (yield)
     finally:
         record = {"test": item.nodeid, "seconds": round(time.perf_counter() - start, 3),
-                  **{name: round(value, 3) for name, value in _current_test.items()}}
+                  **{name: round(value, 3) for name, value in _current_test.items()},
+                  "programs": {name: [count, round(seconds, 3)]
+                               for name, (count, seconds) in _current_programs.items()}}
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         os.makedirs(_PROFILE_DIR, exist_ok=True)
         with open(os.path.join(_PROFILE_DIR, f"{worker}.jsonl"), "a") as stream:
@@ -126,6 +143,7 @@ def _release_compiled_programs():
     in_use = memory_in_use()
     if in_use is None or in_use[0] > MAX_MEMORY_MAPPINGS or in_use[1] > MAX_RESIDENT_BYTES:
         jax.clear_caches()
+        _current_test["freed"] = 1.0  # counted in the module's last test's profile record
 
 
 @pytest.fixture(autouse=True)

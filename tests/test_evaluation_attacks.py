@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 import baselines
+from smat.evaluation import attacks
 from smat.evaluation.attacks import (
     attack,
     rank_change,
@@ -69,6 +70,18 @@ def test_a_zero_learning_rate_leaves_delta_zero_and_the_constrained_objective_ru
                          epsilon=0.5, steps=30, learning_rate=0.5)
     assert np.abs(constrained.delta).max() <= 0.5 + 1e-6
     assert np.all(constrained.prob_change >= 0)
+
+
+def test_the_step_budget_and_patience_do_not_compile_another_loop(inputs):
+    f, x, mask = inputs
+    before = attacks._optimise_f._cache_size()
+    # ig_steps=3 with the gradient explainer: a static setting no other test uses
+    short = attack(f, x, mask, explainer="gradient", steps=3, learning_rate=0.0, patience=2,
+                   ig_steps=3)
+    longer = attack(f, x, mask, explainer="gradient", steps=9, learning_rate=0.0, patience=4,
+                    ig_steps=3)
+    assert (short.steps, longer.steps) == (2, 4)  # both stopped by their own patience
+    assert attacks._optimise_f._cache_size() == before + 1
 
 
 def test_bad_settings_name_the_value(inputs):

@@ -2,6 +2,7 @@
 resumed through teacher and student training in test_training_teacher / _student)."""
 
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -9,8 +10,10 @@ import numpy as np
 import pytest
 
 from smat.training.loop import (
+    LoopConfig,
     check_seeds,
     checkpoint_dir,
+    fit,
     over_seeds,
     seed_folders,
     seed_groups,
@@ -70,3 +73,34 @@ def test_stack_and_slice_round_trip():
     assert stacked["w"].shape == (3, 2) and stacked["b"].shape == (3,)
     for i, tree in enumerate(trees):
         np.testing.assert_array_equal(seed_slice(stacked, i)["w"], tree["w"])
+
+
+class _Rows(NamedTuple):
+    x: np.ndarray
+
+
+class _State(NamedTuple):
+    w: jax.Array
+    step: jax.Array
+
+
+def test_fit_compiles_its_step_once_when_the_state_starts_uncommitted(tmp_path):
+    """jit keys its programs on whether each argument is committed to a device; a step's
+    outputs are, a fresh state often only in part (here the parameters, as after loading,
+    not the counter): without fit committing it, step 2 compiled again."""
+    state = _State(jax.device_put(jnp.zeros((1, 3)), jax.devices()[0]),
+                   jnp.zeros((1,), jnp.int32))
+    assert state.w.committed and not state.step.committed
+
+    @jax.jit
+    def step(state, batch):
+        w = state.w + 0.1 * batch.mean(axis=1)
+        return _State(w, state.step + 1), {"loss": jnp.sum(w ** 2, axis=1)}
+
+    rows = _Rows(np.arange(12, dtype=np.float32).reshape(4, 3))
+    results = fit(state, step, [rows], stack=lambda batches, _: np.stack([b.x for b in batches]),
+                  evaluate=lambda i, s: {"score": float(s.w.sum())}, metric="score",
+                  best_of=lambda s: s.w, settings=LoopConfig(batch_size=1, max_epochs=1),
+                  seeds=[0], output_dirs=[tmp_path], progress=False)
+    assert results[0].steps == 4
+    assert step._cache_size() == 1

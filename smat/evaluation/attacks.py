@@ -114,7 +114,7 @@ def _top_mask(scores, show, k):
     return show & (ranks < jnp.asarray(k)[:, None])
 
 
-_STATIC = ("explain", "objective", "steps", "ig_steps", "patience")
+_STATIC = ("explain", "objective", "ig_steps")  # the step budget and patience are traced
 
 
 def _optimise(f, explain, x, mask, show, k, *, objective, epsilon, alpha, beta, steps,

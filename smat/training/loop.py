@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from smat.data import iterate_batches, num_batches
 from smat.data.batching import num_rows
-from smat.parallel import replicate, resolve_mesh, shard_batch
+from smat.parallel import commit, replicate, resolve_mesh, shard_batch
 from smat.store import checkpoint
 from smat.store.run_log import MetricsWriter, check_finite, mean_metrics
 
@@ -128,12 +128,16 @@ def seed_groups(models: Any, seeds: Sequence[int] | None, *, default_seed: int,
     return models, seeds, [indices] if parallel else [[i] for i in indices]
 
 
+# Both are jitted: one program per pytree structure instead of one eager operation per leaf
+# shape (a model's training state has hundreds of leaves).
+@jax.jit
 def stack_seeds(trees: Sequence[PyTree]) -> PyTree:
     """One pytree per seed -> one pytree with a leading seed axis (fresh arrays)."""
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
 
 
-def seed_slice(tree: PyTree, i: int) -> PyTree:
+@jax.jit
+def seed_slice(tree: PyTree, i: int | jax.Array) -> PyTree:
     """Seed i's slice of a stacked pytree (a copy: it survives donation of `tree`)."""
     return jax.tree.map(lambda leaf: leaf[i], tree)
 
@@ -265,8 +269,7 @@ def fit(
                    f"{total_steps} (best so far at steps {counters['best_step']})",
                    file=sys.stderr)
     mesh = resolve_mesh(mesh)
-    if mesh is not None:
-        state = replicate(state, mesh)
+    state = commit(state) if mesh is None else replicate(state, mesh)  # one compile of `step`
     current = int(state.step[0])
     writers = [MetricsWriter(d / "metrics.jsonl", resume_step=current) for d in output_dirs]
 
