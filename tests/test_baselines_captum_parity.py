@@ -25,6 +25,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import baselines  # noqa: E402
 from baselines import METHODS, captum_like  # noqa: E402
+from tests.helpers import OPTIMIZED_COMPILE  # noqa: E402
 
 pytestmark = pytest.mark.parity
 
@@ -292,7 +293,7 @@ def test_real_integrated_gradients(real, method, baseline_kind, which):
         additional_forward_args=(real.tmask,), n_steps=50, method=method,
         return_convergence_delta=True)
     ours = jax.jit(partial(baselines.integrated_gradients, real.f, n_steps=50, method=method,
-                           return_convergence_delta=True))(
+                           return_convergence_delta=True), compiler_options=OPTIMIZED_COMPILE)(
         real.x, real.mask, baseline=base, target=None if which == "predicted" else target)
     assert rel_err(ours.attributions, theirs.detach().numpy()) <= TOL
     gap = real.f(real.x, real.mask) - real.f(base, real.mask)
@@ -305,7 +306,8 @@ def test_real_integrated_gradients(real, method, baseline_kind, which):
 def test_real_ig_completeness(real, baseline_kind):
     base = jnp.zeros_like(real.x) if baseline_kind == "zero" else real.pad
     ours = jax.jit(partial(baselines.integrated_gradients, real.f, n_steps=128,
-                           return_convergence_delta=True))(real.x, real.mask, baseline=base)
+                           return_convergence_delta=True),
+                   compiler_options=OPTIMIZED_COMPILE)(real.x, real.mask, baseline=base)
     target = real.targets("predicted")
     gap = (real.f(real.x, real.mask) - real.f(base, real.mask))[np.arange(len(target)), target]
     rel = np.abs(np.asarray(ours.delta)) / np.abs(np.asarray(gap))
