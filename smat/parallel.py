@@ -169,8 +169,9 @@ def commit(tree: PyTree) -> PyTree:
     """Every array of `tree` committed to JAX's default device.
 
     A jitted step's outputs are committed to their device, and ``jax.jit`` keys its compiled
-    programs on whether each argument is: a loop that starts from uncommitted arrays (fresh
-    ``jnp`` or NumPy values) compiles its step a second time at the second step.
+    programs on whether each argument is: a loop whose first state is committed only in part
+    (fresh ``jnp`` values beside the outputs of a jitted function, as in a model loaded from a
+    run) compiles its step a second time at the second step.
     """
     device = jax.config.jax_default_device
     if not isinstance(device, jax.Device):  # unset, or a platform name
