@@ -91,3 +91,25 @@ def test_token_only_explainers_and_text_models_are_refused(vit_model, images_npz
     with pytest.raises(ValueError, match="needs an image \\(ViT\\) model"):
         explain_images(text_model, np.zeros((1, 16, 16, 3)),
                        ExplainConfig(explainers=("gradient",)))
+
+
+def test_the_png_grid_shows_the_first_images_and_the_json_all(tmp_path):
+    from PIL import Image
+
+    from smat.data import ImageDataset
+    from smat.jobs.explain_images import (
+        PNG_GRID_IMAGES,
+        ImageExplanations,
+        write_image_explanations,
+    )
+
+    n = PNG_GRID_IMAGES + 4
+    rng = np.random.default_rng(0)
+    data = ImageDataset(rng.random((n, 16, 16, 3)).astype(np.float32),
+                        np.zeros(n, np.int32), ("cat",), "memory")
+    explanations = ImageExplanations({"gradient": rng.random((n, 16)).astype(np.float32)},
+                                     np.zeros(n), np.full(n, 0.9))
+    write_image_explanations(explanations, data, tmp_path, label_names=["cat"])
+    assert len(json.loads((tmp_path / "explanations.json").read_text())) == n
+    with Image.open(tmp_path / "explanations.png") as png:
+        assert png.size[1] == round(2.1 * PNG_GRID_IMAGES * 100)  # one 2.1-inch row each
