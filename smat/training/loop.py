@@ -28,7 +28,6 @@ from tqdm.auto import tqdm
 
 from smat.data import iterate_batches, num_batches
 from smat.data.batching import num_rows
-from smat.host_memory import return_large_blocks_to_the_system
 from smat.parallel import commit, replicate, resolve_mesh, shard_batch
 from smat.store import checkpoint
 from smat.store.run_log import MetricsWriter, check_finite, mean_metrics
@@ -239,9 +238,6 @@ def fit(
         dynamics). A resumed run calls it again for an epoch whose end it replays, so it
         should overwrite what it writes.
 
-    Fixes glibc's mmap threshold first (:mod:`smat.host_memory`): the step's freed buffers
-    go back to the system instead of growing the heap step after step.
-
     Returns:
       One :class:`LoopResult` per seed, in order.
 
@@ -251,7 +247,6 @@ def fit(
       RuntimeError: a non-finite metric (naming the step range).
     """
     seeds, output_dirs = list(seeds), [Path(d) for d in output_dirs]
-    return_large_blocks_to_the_system()  # else a long run's heap grows every step
     steps_per_epoch = num_batches(num_rows(trains[0]), batch_size=settings.batch_size,
                                   drop_last=True)
     if steps_per_epoch == 0:
