@@ -4,13 +4,17 @@ Issue 18's question about Table 1 of Fernandes et al, "Learning to Scaffold" (20
 the learned explainer does not teach better than the static all-layers attention it starts
 from, is it because its head coefficients hardly move (too few or too small outer steps),
 because the outer update moves them the wrong way, or because the students stop before
-the explanation loss matters? This file trains SMaT students at one size of a finished
+the explanation loss matters? This file trains students at one size of a finished
 ``smat_table1.py`` run (same teacher, same seeds, same student settings) with one setting
-changed at a time, and tabulates them beside that run's no-explainer, static-attention and
-SMaT students, with the diagnostics of :func:`smat_table1.smat_diagnostics`.
+changed at a time, and compares each change's SMaT students, paired by seed, with static
+attention and no-explainer students trained under the same change (or Table 1's, where the
+change does not alter them: :data:`AFFECTS`), with the diagnostics of
+:func:`smat_table1.smat_diagnostics`.
 
-    python experiments/smat_sweep.py --table1 runs/smat_table1_cpu --size 128 \\
-        --output-dir runs/smat_sweep_cpu
+    python experiments/smat_table1.py --variant cpu --seeds 0 1 2 3 4 \\
+        --explainers none attention_all smat --sizes 64 --output-dir runs/smat_table1_cpu5
+    python experiments/smat_sweep.py --table1 runs/smat_table1_cpu5 --size 64 \\
+        --explainers none attention_all smat --output-dir runs/smat_sweep_cpu5
 
 The changes (:func:`changes`): the outer (Adam) learning rate x10 and x100, beta 1 instead of 5,
 twice the epochs (twice the meta steps), and the meta update every 2nd step. Writes
@@ -23,11 +27,11 @@ import argparse
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from smat_table1 import diagnostics_table, smat_diagnostics
+from smat_table1 import diagnostics_table, paired_comparisons, smat_diagnostics
 
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline
 from smat.jobs.grid import run_grid
@@ -36,18 +40,29 @@ from smat.training.loop import LoopConfig, with_loop
 from smat.training.scaffold import ScaffoldConfig
 from smat.training.student import OUTER_LEARNING_RATE, StudentTrainConfig
 
+# SMaT and the settings its students are compared with
+SETTINGS = ("none", "attention_all", "smat")
+
 
 def changes(student: StudentTrainConfig) -> dict[str, StudentTrainConfig]:
-    """The SMaT settings tried, each one change from the Table 1 student config."""
-    smat = dataclasses.replace(student, explainer="smat")
+    """The settings tried, each one change from the Table 1 student config."""
     outer = student.outer_learning_rate or OUTER_LEARNING_RATE["classification"]
     return {
-        "outer_lr_x10": dataclasses.replace(smat, outer_learning_rate=10 * outer),
-        "outer_lr_x100": dataclasses.replace(smat, outer_learning_rate=100 * outer),
-        "beta_1": dataclasses.replace(smat, beta=1.0),
-        "epochs_x2": with_loop(smat, max_epochs=2 * student.loop.max_epochs),
-        "meta_interval_2": dataclasses.replace(smat, meta_interval=2),
+        "outer_lr_x10": dataclasses.replace(student, outer_learning_rate=10 * outer),
+        "outer_lr_x100": dataclasses.replace(student, outer_learning_rate=100 * outer),
+        "beta_1": dataclasses.replace(student, beta=1.0),
+        "epochs_x2": with_loop(student, max_epochs=2 * student.loop.max_epochs),
+        "meta_interval_2": dataclasses.replace(student, meta_interval=2),
     }
+
+
+# The settings each change can alter: the outer rate and the meta interval act only on the
+# learned explainer's coefficients, beta on every explanation loss (not on "none", whose
+# beta is 0), the epochs on every student. A setting a change leaves alone keeps its
+# Table 1 students as its control, rather than training identical ones again.
+AFFECTS = {"outer_lr_x10": ("smat",), "outer_lr_x100": ("smat",),
+           "meta_interval_2": ("smat",), "beta_1": ("attention_all", "smat"),
+           "epochs_x2": SETTINGS}
 
 
 def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
@@ -55,9 +70,11 @@ def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
         progress: bool = True) -> dict[str, Any]:
     """Train the changed students (or reuse them) and write the comparison.
 
-    ``explainers`` are the settings each change is applied to: SMaT by default; add
-    ``none`` and ``attention_all`` to tell whether a change (more epochs, say) helps SMaT or
-    every student alike.
+    ``explainers`` are the settings each change is applied to where it alters them
+    (:data:`AFFECTS`): SMaT by default; add ``none`` and ``attention_all`` to compare each
+    change's SMaT students with controls trained under the same change (twice the epochs
+    help every student, say). Each change's SMaT students are paired by seed with its
+    static-attention and no-explainer students, changed or Table 1's.
     """
     table1_dir, output_dir = Path(table1_dir), Path(output_dir)
     config = json.loads((table1_dir / "config.json").read_text())
@@ -70,50 +87,64 @@ def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
         raise ValueError(f"unknown changes {unknown}; choose from {list(tried)}")
     seeds, teacher_dir = config["seeds"], config["teacher_dir"]
     start = time.perf_counter()
-    reference = run_grid(teacher_dir, sizes=[size], explainers=["none", "attention_all", "smat"],
-                         seeds=seeds, student=student, output_dir=table1_dir / "students",
-                         progress=progress)
-    records = {"table1 " + r["explainer"]: [] for r in reference}
-    for r in reference:
-        records["table1 " + r["explainer"]].append(r)
-    diagnostics = {"table1 smat": smat_diagnostics(
-        records["table1 smat"], table1_dir / "students",
-        outer_clip_norm=ScaffoldConfig().outer_clip_norm)}
+    table1 = run_grid(teacher_dir, sizes=[size], explainers=list(SETTINGS), seeds=seeds,
+                      student=student, output_dir=table1_dir / "students", progress=progress)
+    cells = {"table1": {e: [r for r in table1 if r["explainer"] == e] for e in SETTINGS}}
+    trained = {"table1": set(SETTINGS)}
     for name in names:
-        trained = run_grid(teacher_dir, sizes=[size], explainers=list(explainers), seeds=seeds,
+        changed = [e for e in explainers if e in AFFECTS[name]]
+        records = run_grid(teacher_dir, sizes=[size], explainers=changed, seeds=seeds,
                            student=tried[name], output_dir=output_dir / name,
-                           progress=progress)
-        for explainer in explainers:
-            # the SMaT row keeps the change's bare name, as in the first sweeps
-            row = name if explainer == "smat" else f"{name} {explainer}"
-            records[row] = [r for r in trained if r["explainer"] == explainer]
-        if "smat" in explainers:
-            diagnostics[name] = smat_diagnostics(
-                records[name], output_dir / name,
-                outer_clip_norm=ScaffoldConfig().outer_clip_norm)
-    static = [r["test"]["accuracy"] for r in records["table1 attention_all"]]
-    lines = [f"| setting (n={size}) | test simulability | above attention_all IQR | "
-             "mean non-zero heads | mean L1 from uniform |", "|---|---|---|---|---|"]
-    for name, cell in records.items():
-        values = [r["test"]["accuracy"] for r in cell]
-        rows = diagnostics.get(name, [])
-        heads = (f"{sum(d['nonzero_heads'] for d in rows) / len(rows):.1f}/"
-                 f"{rows[0]['num_heads']}" if rows else "–")
-        moved = f"{sum(d['head_l1_from_uniform'] for d in rows) / len(rows):.3f}" if rows else "–"
-        above = "–" if name == "table1 attention_all" else (
-            "yes" if iqr_above_baseline(values, static) else "no")
-        lines.append(f"| {name} | {format_median_iqr(values, scale=100.0)} | {above} | "
-                     f"{heads} | {moved} |")
-    table = "\n".join(lines)
+                           progress=progress) if changed else []
+        cells[name] = {e: [r for r in records if r["explainer"] == e] if e in changed
+                       else cells["table1"][e] for e in SETTINGS}
+        trained[name] = set(changed)
+    diagnostics = {name: smat_diagnostics(
+        cell["smat"], table1_dir / "students" if name == "table1" else output_dir / name,
+        outer_clip_norm=ScaffoldConfig().outer_clip_norm) for name, cell in cells.items()}
+    comparisons = {name: paired_comparisons([r for e in SETTINGS for r in cell[e]])
+                   for name, cell in cells.items()}
+    table = sweep_table(size, cells, trained, comparisons, diagnostics)
     details = "\n\n".join(f"{name}:\n\n{diagnostics_table(rows)}"
                           for name, rows in diagnostics.items())
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "table.md").write_text(f"{table}\n\n{details}\n")
-    summary = {"size": size, "table": table, "records": records, "diagnostics": diagnostics,
+    summary = {"size": size, "table": table, "cells": cells,
+               "trained": {name: sorted(settings) for name, settings in trained.items()},
+               "paired_over_seeds": comparisons, "diagnostics": diagnostics,
                "changes": {name: dataclasses.asdict(tried[name]) for name in names},
                "seconds_this_call": round(time.perf_counter() - start, 1)}
     write_json_atomic(output_dir / "results.json", summary)
     return summary
+
+
+def sweep_table(size: int, cells: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]],
+                trained: Mapping[str, set[str]],
+                comparisons: Mapping[str, Sequence[Mapping[str, Any]]],
+                diagnostics: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """One row per change: each setting's simulability (``=`` marks Table 1's students, used
+    where the change does not alter or train that setting), SMaT against its own controls
+    paired over seeds, and how far its head coefficients moved."""
+    lines = [f"| change (n={size}) | none | attention_all | smat | smat - attention_all: "
+             "median, wins, p | smat IQR above attention_all's | smat - none: median, wins | "
+             "mean non-zero heads | mean L1 from uniform |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, cell in cells.items():
+        values = {e: [r["test"]["accuracy"] for r in cell[e]] for e in SETTINGS}
+        shown = [format_median_iqr(values[e], scale=100.0)
+                 + ("" if name == "table1" or e in trained[name] else " =") for e in SETTINGS]
+        paired = {row["baseline"]: row for row in comparisons[name]
+                  if row["candidate"] == "smat"}
+        static, bare = paired["attention_all"], paired["none"]
+        rows = diagnostics[name]
+        above = "yes" if iqr_above_baseline(values["smat"], values["attention_all"]) else "no"
+        lines.append(
+            f"| {name} | {' | '.join(shown)} | {100 * static['median_difference']:+.2f}, "
+            f"{static['wins']}/{static['num_models']}, {static['p_value']:.3f} | {above} | "
+            f"{100 * bare['median_difference']:+.2f}, {bare['wins']}/{bare['num_models']} | "
+            f"{sum(d['nonzero_heads'] for d in rows) / len(rows):.1f}/{rows[0]['num_heads']} | "
+            f"{sum(d['head_l1_from_uniform'] for d in rows) / len(rows):.3f} |")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -123,8 +154,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--changes", nargs="+", default=None,
                         help="which changes to train (default: all of changes())")
     parser.add_argument("--explainers", nargs="+", default=["smat"],
-                        choices=("none", "attention_all", "attention_last", "smat"),
-                        help="the settings each change is applied to (default: smat)")
+                        choices=SETTINGS,
+                        help="the settings each change is applied to where it alters them "
+                             "(default: smat; add none attention_all for controls trained "
+                             "under the same change)")
     parser.add_argument("--output-dir", default="runs/smat_sweep")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     args = parser.parse_args(argv)

@@ -282,24 +282,21 @@ def paper_table(cells: Mapping[str, Sequence[str]] = PAPER_TABLE1,
 
 def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
         teacher_dir: str | Path | None = None, explainers: Sequence[str] | None = None,
-        sizes: Sequence[int] | None = None, progress: bool = True) -> dict[str, Any]:
+        sizes: Sequence[int] | None = None, seeds: Sequence[int] | None = None,
+        progress: bool = True) -> dict[str, Any]:
     """Train (or reuse) the teacher and every student of the grid (or of the given subset
-    of its settings and sizes); write the table and figures. Returns the summary written to
-    ``results.json``.
+    of its settings and sizes, or with other seeds); write the table and figures. Returns
+    the summary written to ``results.json``.
 
     Raises:
-      ValueError: a setting that is not one of Table 1's, or a size below 1.
+      ValueError: a setting that is not one of Table 1's, a size below 1, or no / repeated
+        seeds.
     """
+    check_grid_choices(explainers=explainers, sizes=sizes, seeds=seeds)
     config = get_config(variant, data_dir=data_dir)
-    if explainers is not None:
-        unknown = sorted(set(explainers) - set(SETTINGS))
-        if unknown:
-            raise ValueError(f"unknown Table 1 settings {unknown}; choose from {list(SETTINGS)}")
-        config["explainers"] = list(explainers)
-    if sizes is not None:
-        if not sizes or min(sizes) < 1:
-            raise ValueError(f"sizes must be positive student training sizes, got {sizes}")
-        config["sizes"] = sorted(sizes)
+    for key, chosen in (("explainers", explainers), ("sizes", sizes), ("seeds", seeds)):
+        if chosen is not None:
+            config[key] = sorted(chosen) if key == "sizes" else list(chosen)
     output_dir = Path(output_dir)
     reused = reused_teacher(teacher_dir) if teacher_dir is not None else None
     teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
@@ -352,6 +349,24 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     return summary
 
 
+def check_grid_choices(*, explainers: Sequence[str] | None, sizes: Sequence[int] | None,
+                       seeds: Sequence[int] | None) -> None:
+    """Refuse a subset of the grid that cannot be trained (None keeps the variant's).
+
+    Raises:
+      ValueError: a setting that is not one of Table 1's, a size below 1, or no / repeated
+        / negative seeds.
+    """
+    if explainers is not None:
+        unknown = sorted(set(explainers) - set(SETTINGS))
+        if unknown:
+            raise ValueError(f"unknown Table 1 settings {unknown}; choose from {list(SETTINGS)}")
+    if sizes is not None and (not sizes or min(sizes) < 1):
+        raise ValueError(f"--sizes must be positive student training sizes, got {list(sizes)}")
+    if seeds is not None and (not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0):
+        raise ValueError(f"--seeds must be distinct non-negative integers, got {list(seeds)}")
+
+
 def variant_parser(description: str, *, name: str,
                    variants: Sequence[str] = ("paper", "cpu", "smoke")) -> argparse.ArgumentParser:
     """The command line every variant experiment shares (``name``: default output folder
@@ -388,11 +403,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="train only these settings (default: every one of the table)")
     parser.add_argument("--sizes", nargs="+", type=int, default=None,
                         help="train only these student sizes (default: the variant's)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None,
+                        help="student seeds (default: the variant's, e.g. 0 1 2 for cpu)")
     args = parse_variant_args(parser, argv)
+    try:
+        check_grid_choices(explainers=args.explainers, sizes=args.sizes, seeds=args.seeds)
+    except ValueError as error:
+        parser.error(str(error))
     output_dir = args.output_dir
     summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
                   teacher_dir=args.teacher, explainers=args.explainers, sizes=args.sizes,
-                  progress=not args.no_progress)
+                  seeds=args.seeds, progress=not args.no_progress)
     print((Path(output_dir) / "table.md").read_text())
     if "figure5_seed" in summary:
         print(f"Figure 5: seed {summary['figure5_seed']}, {summary['figure5_nonzero_heads']} "

@@ -62,7 +62,22 @@ def test_table1_subsets_are_checked_before_any_training(tmp_path):
         smat_table1.run("smoke", output_dir=tmp_path, explainers=["taylor"])
     with pytest.raises(ValueError, match="positive student training sizes"):
         smat_table1.run("smoke", output_dir=tmp_path, sizes=[0])
+    with pytest.raises(ValueError, match="distinct non-negative"):
+        smat_table1.run("smoke", output_dir=tmp_path, seeds=[1, 1])
     assert not (tmp_path / "config.json").exists()
+
+
+def test_sweep_changes_each_alter_what_they_name():
+    student = smat_table1.get_config("cpu")["student"]
+    changed = smat_sweep.changes(student)
+    assert set(changed) == set(smat_sweep.AFFECTS)
+    assert changed["outer_lr_x10"].outer_learning_rate == pytest.approx(5e-3)
+    assert changed["epochs_x2"].loop.max_epochs == 2 * student.loop.max_epochs
+    # a change differs from the Table 1 config in exactly one field
+    for name, config in changed.items():
+        fields = [f for f in dataclasses.fields(config)
+                  if getattr(config, f.name) != getattr(student, f.name)]
+        assert len(fields) == 1, name
 
 
 def _sst_like(folder, rows):
@@ -191,13 +206,22 @@ def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tm
     assert "| smat |" in (tmp_path / "t7" / "table.md").read_text()
 
     sweep = smat_sweep.run(tmp_path / "t1", size=32, output_dir=tmp_path / "sweep",
-                           names=["outer_lr_x10"], explainers=["none", "smat"],
+                           names=["beta_1"], explainers=["none", "attention_all", "smat"],
                            progress=False)
-    assert list(sweep["records"]) == ["table1 none", "table1 attention_all", "table1 smat",
-                                      "outer_lr_x10 none", "outer_lr_x10"]
-    assert [len(cell) for cell in sweep["records"].values()] == [2, 2, 2, 2, 2]
-    assert sweep["changes"]["outer_lr_x10"]["outer_learning_rate"] == pytest.approx(5e-3)
-    assert "| outer_lr_x10 |" in (tmp_path / "sweep" / "table.md").read_text()
+    # beta alters the explained students only: "none" keeps Table 1's students as control
+    assert sweep["trained"]["beta_1"] == ["attention_all", "smat"]
+    assert not (tmp_path / "sweep" / "beta_1" / "n32" / "none").exists()
+    assert sweep["cells"]["beta_1"]["none"] == sweep["cells"]["table1"]["none"]
+    assert sweep["cells"]["beta_1"]["smat"] != sweep["cells"]["table1"]["smat"]
+    assert all(len(cell) == 2 for change in sweep["cells"].values() for cell in change.values())
+    assert sweep["changes"]["beta_1"]["beta"] == 1.0
+    paired = {(row["candidate"], row["baseline"]): row
+              for row in sweep["paired_over_seeds"]["beta_1"]}
+    assert paired["smat", "attention_all"]["num_models"] == 2
+    (row,) = [line for line in (tmp_path / "sweep" / "table.md").read_text().splitlines()
+              if line.startswith("| beta_1 |")]
+    none, static, smat = row.split(" | ")[1:4]
+    assert none.endswith(" =") and not static.endswith("=") and not smat.endswith("=")
     with pytest.raises(ValueError, match=r"unknown changes \['lr'\]"):
         smat_sweep.run(tmp_path / "t1", size=32, output_dir=tmp_path / "sweep", names=["lr"])
 
