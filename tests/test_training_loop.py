@@ -1,6 +1,7 @@
 """Tests for smat.training.loop's seed helpers (the loop itself is exercised, killed and
 resumed through teacher and student training in test_training_teacher / _student)."""
 
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -104,3 +105,34 @@ def test_fit_compiles_its_step_once_when_the_state_starts_uncommitted(tmp_path):
                   seeds=[0], output_dirs=[tmp_path], progress=False)
     assert results[0].steps == 4
     assert step._cache_size() == 1
+
+
+def test_a_resumed_fit_reports_the_training_time_of_every_call(tmp_path):
+    """The seconds a run reports include what the interrupted call spent up to its last
+    checkpoint, not only the call that finished it."""
+
+    @jax.jit
+    def step(state, batch):
+        w = state.w + 0.1 * batch.mean(axis=1)
+        return _State(w, state.step + 1), {"loss": jnp.sum(w ** 2, axis=1)}
+
+    def slow_then_interrupted(state, batch):
+        if int(state.step[0]) == 2:  # after two steps, each followed by a checkpoint
+            raise KeyboardInterrupt
+        time.sleep(1.0)
+        return step(state, batch)
+
+    def run(step):
+        state = _State(jnp.zeros((1, 3)), jnp.zeros((1,), jnp.int32))
+        return fit(state, step, [_Rows(np.ones((4, 3), np.float32))],
+                   stack=lambda batches, _: np.stack([b.x for b in batches]),
+                   evaluate=lambda i, s: {"score": float(s.w.sum())}, metric="score",
+                   best_of=lambda s: s.w,
+                   settings=LoopConfig(batch_size=1, max_epochs=1, evals_per_epoch=4),
+                   seeds=[0], output_dirs=[tmp_path], progress=False)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(slow_then_interrupted)
+    (result,) = run(step)
+    assert result.steps == 4
+    assert result.seconds >= 2.0  # the interrupted call's two one-second steps

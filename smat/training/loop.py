@@ -42,7 +42,9 @@ class LoopResult(NamedTuple):
     best_scores: dict[str, float]
     best_step: int
     steps: int  # the step the seed stopped at
-    seconds: float  # wall time of this call, shared by the seeds (0 for a reloaded run)
+    # training wall time shared by the seeds: this call's, plus what the calls it resumed
+    # spent up to their last checkpoint (a killed call's work after it is redone, not counted)
+    seconds: float
 
 
 STOP = threading.Event()
@@ -259,12 +261,14 @@ def fit(
     best = stack_seeds([best_of(seed_slice(state, i)) for i in range(len(seeds))])
     counters = {"best": [None] * len(seeds), "best_step": [0] * len(seeds),
                 "bad_evals": [0] * len(seeds), "stopped_at": [None] * len(seeds)}
+    earlier = 0.0  # seconds the resumed calls spent up to the last checkpoint
     if last.is_dir():
         restored, meta = checkpoint.restore(last, target={"state": state, "best": best})
         state, best = restored["state"], restored["best"]
         counters = {key: meta[key] for key in counters}
+        earlier = meta.get("seconds", 0.0)  # absent from checkpoints written before it
         if all(stop is not None for stop in counters["stopped_at"]):
-            return _results(best, counters, 0.0)
+            return _results(best, counters, earlier)
         tqdm.write(f"{desc}: resuming from {last} at step {int(state.step[0])} of "
                    f"{total_steps} (best so far at steps {counters['best_step']})",
                    file=sys.stderr)
@@ -306,13 +310,14 @@ def fit(
             if len(seeds) == 1:
                 bar.set_postfix({metric: f"{counters['best'][0][metric]:.4f}"})
             checkpoint.save(last, {"state": state, "best": best}, overwrite=True,
-                            metadata=counters)
+                            metadata={**counters,
+                                      "seconds": earlier + time.perf_counter() - began})
             if all(stop is not None for stop in counters["stopped_at"]):
                 break
         if all(stop is not None for stop in counters["stopped_at"]):
             break
     bar.close()
-    return _results(best, counters, time.perf_counter() - began)
+    return _results(best, counters, earlier + time.perf_counter() - began)
 
 
 def _evaluate_seeds(state, best, counters, window, *, evaluate, metric, best_of, writers,
