@@ -99,9 +99,11 @@ def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
         cells[name] = {e: [r for r in records if r["explainer"] == e] if e in changed
                        else cells["table1"][e] for e in SETTINGS}
         trained[name] = set(changed)
+    # each change's SMaT students live in its folder when it trained them, else in Table 1's
     diagnostics = {name: smat_diagnostics(
-        cell["smat"], table1_dir / "students" if name == "table1" else output_dir / name,
-        outer_clip_norm=ScaffoldConfig().outer_clip_norm) for name, cell in cells.items()}
+        cell["smat"], output_dir / name if name != "table1" and "smat" in trained[name]
+        else table1_dir / "students", outer_clip_norm=ScaffoldConfig().outer_clip_norm)
+        for name, cell in cells.items()}
     comparisons = {name: paired_comparisons([r for e in SETTINGS for r in cell[e]])
                    for name, cell in cells.items()}
     table = sweep_table(size, cells, trained, comparisons, diagnostics)

@@ -222,6 +222,11 @@ def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tm
               if line.startswith("| beta_1 |")]
     none, static, smat = row.split(" | ")[1:4]
     assert none.endswith(" =") and not static.endswith("=") and not smat.endswith("=")
+    # a change that alters none of the settings asked for trains nothing
+    untouched = smat_sweep.run(tmp_path / "t1", size=32, output_dir=tmp_path / "sweep_none",
+                               names=["beta_1"], explainers=["none"], progress=False)
+    assert untouched["trained"]["beta_1"] == []
+    assert untouched["cells"]["beta_1"] == untouched["cells"]["table1"]
     with pytest.raises(ValueError, match=r"unknown changes \['lr'\]"):
         smat_sweep.run(tmp_path / "t1", size=32, output_dir=tmp_path / "sweep", names=["lr"])
 
