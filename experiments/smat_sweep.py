@@ -41,7 +41,7 @@ from smat.training.scaffold import ScaffoldConfig
 from smat.training.student import OUTER_LEARNING_RATE, StudentTrainConfig
 
 # SMaT and the settings its students are compared with
-SETTINGS = ("none", "attention_all", "smat")
+COMPARED = ("none", "attention_all", "smat")
 
 
 def changes(student: StudentTrainConfig) -> dict[str, StudentTrainConfig]:
@@ -62,7 +62,7 @@ def changes(student: StudentTrainConfig) -> dict[str, StudentTrainConfig]:
 # Table 1 students as its control, rather than training identical ones again.
 AFFECTS = {"outer_lr_x10": ("smat",), "outer_lr_x100": ("smat",),
            "meta_interval_2": ("smat",), "beta_1": ("attention_all", "smat"),
-           "epochs_x2": SETTINGS}
+           "epochs_x2": COMPARED}
 
 
 def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
@@ -87,24 +87,24 @@ def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
         raise ValueError(f"unknown changes {unknown}; choose from {list(tried)}")
     seeds, teacher_dir = config["seeds"], config["teacher_dir"]
     start = time.perf_counter()
-    table1 = run_grid(teacher_dir, sizes=[size], explainers=list(SETTINGS), seeds=seeds,
+    table1 = run_grid(teacher_dir, sizes=[size], explainers=list(COMPARED), seeds=seeds,
                       student=student, output_dir=table1_dir / "students", progress=progress)
-    cells = {"table1": {e: [r for r in table1 if r["explainer"] == e] for e in SETTINGS}}
-    trained = {"table1": set(SETTINGS)}
+    cells = {"table1": {e: [r for r in table1 if r["explainer"] == e] for e in COMPARED}}
+    trained = {"table1": set(COMPARED)}
     for name in names:
         changed = [e for e in explainers if e in AFFECTS[name]]
         records = run_grid(teacher_dir, sizes=[size], explainers=changed, seeds=seeds,
                            student=tried[name], output_dir=output_dir / name,
                            progress=progress) if changed else []
         cells[name] = {e: [r for r in records if r["explainer"] == e] if e in changed
-                       else cells["table1"][e] for e in SETTINGS}
+                       else cells["table1"][e] for e in COMPARED}
         trained[name] = set(changed)
     # each change's SMaT students live in its folder when it trained them, else in Table 1's
     diagnostics = {name: smat_diagnostics(
         cell["smat"], output_dir / name if name != "table1" and "smat" in trained[name]
         else table1_dir / "students", outer_clip_norm=ScaffoldConfig().outer_clip_norm)
         for name, cell in cells.items()}
-    comparisons = {name: paired_comparisons([r for e in SETTINGS for r in cell[e]])
+    comparisons = {name: paired_comparisons([r for e in COMPARED for r in cell[e]])
                    for name, cell in cells.items()}
     table = sweep_table(size, cells, trained, comparisons, diagnostics)
     details = "\n\n".join(f"{name}:\n\n{diagnostics_table(rows)}"
@@ -132,9 +132,9 @@ def sweep_table(size: int, cells: Mapping[str, Mapping[str, Sequence[Mapping[str
              "mean non-zero heads | mean L1 from uniform |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, cell in cells.items():
-        values = {e: [r["test"]["accuracy"] for r in cell[e]] for e in SETTINGS}
+        values = {e: [r["test"]["accuracy"] for r in cell[e]] for e in COMPARED}
         shown = [format_median_iqr(values[e], scale=100.0)
-                 + ("" if name == "table1" or e in trained[name] else " =") for e in SETTINGS]
+                 + ("" if name == "table1" or e in trained[name] else " =") for e in COMPARED]
         paired = {row["baseline"]: row for row in comparisons[name]
                   if row["candidate"] == "smat"}
         static, bare = paired["attention_all"], paired["none"]
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--changes", nargs="+", default=None,
                         help="which changes to train (default: all of changes())")
     parser.add_argument("--explainers", nargs="+", default=["smat"],
-                        choices=SETTINGS,
+                        choices=COMPARED,
                         help="the settings each change is applied to where it alters them "
                              "(default: smat; add none attention_all for controls trained "
                              "under the same change)")

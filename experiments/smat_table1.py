@@ -289,8 +289,7 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     the summary written to ``results.json``.
 
     Raises:
-      ValueError: a setting that is not one of Table 1's, a size below 1, or no / repeated
-        seeds.
+      ValueError: a subset :func:`check_grid_choices` refuses.
     """
     check_grid_choices(explainers=explainers, sizes=sizes, seeds=seeds)
     config = get_config(variant, data_dir=data_dir)
