@@ -2,10 +2,12 @@
 home folder, a guard against tests that leak JAX's global configuration, and the tiny
 checkpoint / CSV data / trained teacher used by the command-line tests."""
 
+import atexit
 import json
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 # Tests never write to the user's home: every cache that defaults to ~ goes to a private
 # folder of this session (set before anything reads HOME). The user's own values are kept
@@ -35,8 +37,26 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from smat.compile_cache import loads_cleanly  # noqa: E402
+
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_default_matmul_precision", "highest")
+
+# One persistent compilation cache per test run, shared by its xdist workers (they inherit
+# the controller's environment) and removed by the controller at exit: a program one
+# worker compiled, or one compiled before a module's programs were freed, is loaded instead
+# of compiled again (issue 35). Programs that compile in under a quarter of a second are
+# not written (most of the suite's thousands of eager operations): loading is not cheaper.
+# Where XLA refuses its own cached programs (jax-ml/jax#38445) the suite compiles without.
+if "SMAT_TEST_COMPILE_CACHE" not in os.environ:
+    os.environ["SMAT_TEST_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="smat-tests-xla-cache-")
+    atexit.register(shutil.rmtree, os.environ["SMAT_TEST_COMPILE_CACHE"], ignore_errors=True)
+TEST_COMPILE_CACHE = Path(os.environ["SMAT_TEST_COMPILE_CACHE"])
+USE_COMPILE_CACHE = (os.environ.get("SMAT_TEST_NO_COMPILE_CACHE") != "1"
+                     and loads_cleanly(TEST_COMPILE_CACHE))
+if USE_COMPILE_CACHE:
+    jax.config.update("jax_compilation_cache_dir", str(TEST_COMPILE_CACHE / "programs"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.25)
 
 # Process-wide JAX settings a test could leave changed for every later test.
 GLOBAL_JAX_OPTIONS = ("jax_compilation_cache_dir", "jax_enable_x64",
@@ -181,6 +201,18 @@ def user_home_environment() -> dict[str, str]:
         else:
             environment[name] = value
     return environment
+
+
+@pytest.fixture
+def subprocess_compile_cache(tmp_path_factory) -> dict[str, str]:
+    """Environment variables that give a test's `smat` subprocesses one persistent
+    compilation cache of their own (a rerun of a command loads what the first run compiled),
+    or none where XLA refuses its cached programs. Subprocesses do not share the suite's
+    cache: their programs differ (no strict matmul precision)."""
+    if not USE_COMPILE_CACHE:
+        return {}
+    return {"JAX_COMPILATION_CACHE_DIR": str(tmp_path_factory.mktemp("xla-cache")),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.25"}
 
 
 @pytest.fixture

@@ -27,6 +27,21 @@ def _record(explainer, seed, accuracy, num_examples=125):
             "test": {"accuracy": accuracy}}
 
 
+def test_chosen_config_takes_the_subset_and_the_leakage_control():
+    config = smat_table1.chosen_config("sst2", data_dir="sst2", explainers=["smat"],
+                                       sizes=[1000, 500], seeds=[3],
+                                       explanation_source="shuffled_text")
+    assert (config["explainers"], config["sizes"], config["seeds"]) == (["smat"], [500, 1000],
+                                                                        [3])
+    assert config["student"].explanation_source == "shuffled_text"
+    # the rest of the student recipe is the variant's
+    variant = smat_table1.get_config("sst2", data_dir="sst2")["student"]
+    assert dataclasses.replace(config["student"], explanation_source="text") == variant
+    assert smat_table1.chosen_config("sst2", data_dir="sst2")["student"] == variant
+    with pytest.raises(ValueError, match="explanation_source must be one of"):
+        smat_table1.chosen_config("sst2", data_dir="sst2", explanation_source="reversed")
+
+
 def test_variants_follow_the_paper_design():
     paper = smat_table1.get_config("paper", data_dir="imdb")
     assert paper["sizes"] == [500, 1000, 2000] and len(paper["seeds"]) == 5

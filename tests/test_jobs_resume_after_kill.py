@@ -24,9 +24,12 @@ def _smat(*args: str) -> list[str]:
     return [sys.executable, "-m", "smat.cli", *args]
 
 
-def _run(command: list[str]) -> None:
+def _run(command: list[str], cache: dict[str, str]) -> None:
+    """Run `command` to the end with the persistent compilation cache `cache` (environment
+    variables): the uninterrupted run fills it and the resumed run loads from it, while
+    the run that is killed compiles, so the kill lands while a program compiles."""
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT,
-                          env=os.environ.copy())
+                          env={**os.environ, **cache})
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -66,41 +69,45 @@ def _results(folder: Path) -> dict[str, dict]:
     return results
 
 
-def _killed_then_resumed(command: Callable[[Path], list[str]], tmp_path: Path, *,
-                         cell: str, finished_before: str) -> tuple[dict, dict]:
+def _killed_then_resumed(command: Callable[[Path], list[str]], tmp_path: Path,
+                         cache: dict[str, str], *, cell: str,
+                         finished_before: str) -> tuple[dict, dict]:
     reference, resumed = tmp_path / "reference", tmp_path / "resumed"
-    _run(command(reference))
+    _run(command(reference), cache)
     _run_and_kill(command(resumed), at=_started_training(resumed / cell),
                   what=f"the start of {cell}")
     assert not (resumed / cell / "last").exists(), "killed after the first checkpoint"
     assert not (resumed / cell / "result.json").exists()
     finished = resumed / finished_before / "result.json"
     stamp = finished.stat().st_mtime_ns
-    _run(command(resumed))
+    _run(command(resumed), cache)
     assert finished.stat().st_mtime_ns == stamp, f"{finished_before} was redone"
     return _results(reference), _results(resumed)
 
 
 @pytest.mark.slow  # the roar kill-and-resume test below stays in the default suite
-def test_simulability_grid_resumes_after_kill_during_compilation(tiny_teacher, tmp_path):
+def test_simulability_grid_resumes_after_kill_during_compilation(tiny_teacher, tmp_path,
+                                                                 subprocess_compile_cache):
     def command(folder: Path) -> list[str]:
         return _smat("simulability", "--teacher", str(tiny_teacher), "--sizes", "32",
                      "--seeds", "1", "--explainers", "none", "smat", "--batch-size", "16",
                      "--max-epochs", "1", "--output-dir", str(folder), "--no-progress")
 
-    reference, resumed = _killed_then_resumed(command, tmp_path, cell="n32/smat/seed0",
+    reference, resumed = _killed_then_resumed(command, tmp_path, subprocess_compile_cache,
+                                              cell="n32/smat/seed0",
                                               finished_before="n32/none/seed0")
     assert len(reference) == 2 and resumed == reference
 
 
 @pytest.mark.slow  # the roar kill-and-resume test below stays in the default suite
-def test_demo_resumes_after_kill_during_compilation(tiny_teacher, tmp_path):
+def test_demo_resumes_after_kill_during_compilation(tiny_teacher, tmp_path,
+                                                    subprocess_compile_cache):
     def command(folder: Path) -> list[str]:
         return _smat("demo", "--teacher", str(tiny_teacher), "--size", "32",
                      "--seeds", "1", "--output-dir", str(folder), "--no-progress")
 
     reference, resumed = _killed_then_resumed(
-        command, tmp_path, cell="students/n32/smat/seed0",
+        command, tmp_path, subprocess_compile_cache, cell="students/n32/smat/seed0",
         finished_before="students/n32/attention_all/seed0")
     assert len(reference) == 3 and resumed == reference
     summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
@@ -108,7 +115,8 @@ def test_demo_resumes_after_kill_during_compilation(tiny_teacher, tmp_path):
     assert summary["table"] == expected["table"]
 
 
-def test_roar_resumes_after_kill_during_compilation(tiny_checkpoint, csv_data, tmp_path):
+def test_roar_resumes_after_kill_during_compilation(tiny_checkpoint, csv_data, tmp_path,
+                                                    subprocess_compile_cache):
     def command(folder: Path) -> list[str]:
         return _smat("roar", "--recursive", "--explainers", "gradient", "--ratios", "0:100:50",
                      "--seeds", "1", "--encoder", str(tiny_checkpoint), "--source", str(csv_data),
@@ -117,7 +125,7 @@ def test_roar_resumes_after_kill_during_compilation(tiny_checkpoint, csv_data, t
                      "--output-dir", str(folder), "--no-progress")
 
     reference = tmp_path / "reference"
-    _run(command(reference))
+    _run(command(reference), subprocess_compile_cache)
     cells = sorted(p.parent.relative_to(reference) for p in reference.rglob("result.json"))
     gradient = next(c for c in cells if "gradient" in str(c))
     finished = next(c for c in cells if "unmasked" in str(c))
@@ -125,6 +133,6 @@ def test_roar_resumes_after_kill_during_compilation(tiny_checkpoint, csv_data, t
     _run_and_kill(command(resumed), at=_started_training(resumed / gradient / "train"),
                   what=f"the start of {gradient}")
     stamp = (resumed / finished / "result.json").stat().st_mtime_ns
-    _run(command(resumed))
+    _run(command(resumed), subprocess_compile_cache)
     assert (resumed / finished / "result.json").stat().st_mtime_ns == stamp
     assert _results(resumed) == _results(reference)

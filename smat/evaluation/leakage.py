@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
 
 __all__ = ["explanation_features", "length_features", "probe_accuracy"]
 
@@ -80,6 +79,9 @@ def _fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float) -> np.n
         grad[:-1] += l2 * w[:-1]
         return float(-(onehot * log_p).sum() / len(y) + penalty), grad.ravel()
 
+    # scipy is imported on use: scipy.stats and optimize add 1.2 s to every command's start
+    from scipy import optimize
+
     start = np.zeros(design.shape[1] * classes)
     return optimize.minimize(loss, start, jac=True, method="L-BFGS-B").x.reshape(
         design.shape[1], classes)
@@ -120,6 +122,8 @@ def probe_accuracy(features: np.ndarray, labels: np.ndarray, *, folds: int = 5,
         majority_correct[part] = y[part] == np.bincount(y[train], minlength=classes).argmax()
         fold_accuracies.append(float(correct[part].mean()))
     majority = float(majority_correct.mean())
+    from scipy import stats
+
     test = stats.binomtest(int(correct.sum()), len(y), min(max(majority, 1e-12), 1 - 1e-12),
                            alternative="greater")
     return {"accuracy": float(correct.mean()), "fold_accuracies": fold_accuracies,
