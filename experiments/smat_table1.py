@@ -442,14 +442,27 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "computed on its row's tokens in a shuffled order (default text)")
     args = parse_variant_args(parser, argv)
     try:
-        check_grid_choices(explainers=args.explainers, sizes=args.sizes, seeds=args.seeds)
+        config = chosen_config(args.variant, data_dir=args.data_dir, explainers=args.explainers,
+                               sizes=args.sizes, seeds=args.seeds,
+                               explanation_source=args.explanation_source)
     except ValueError as error:
         parser.error(str(error))
+    if args.data_dir is not None:
+        data = config["data"]
+        files = [f for source in (data.source, data.student_source) if source is not None
+                 for f in ([source] if isinstance(source, str) else source)]
+        missing = [Path(f).name for f in files if not Path(f).is_file()]
+        if missing:
+            parser.error(f"--data-dir {args.data_dir} lacks {', '.join(missing)}")
     output_dir = args.output_dir
-    summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
-                  teacher_dir=args.teacher, explainers=args.explainers, sizes=args.sizes,
-                  seeds=args.seeds, explanation_source=args.explanation_source,
-                  progress=not args.no_progress)
+    try:
+        summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
+                      teacher_dir=args.teacher, explainers=args.explainers, sizes=args.sizes,
+                      seeds=args.seeds, explanation_source=args.explanation_source,
+                      progress=not args.no_progress)
+    except KeyboardInterrupt:
+        raise SystemExit(f"{parser.prog}: interrupted; finished students are kept, and the "
+                         "same command resumes from each one's last checkpoint") from None
     print((Path(output_dir) / "table.md").read_text())
     if "figure5_seed" in summary:
         print(f"Figure 5: seed {summary['figure5_seed']}, {summary['figure5_nonzero_heads']} "

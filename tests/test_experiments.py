@@ -42,6 +42,16 @@ def test_chosen_config_takes_the_subset_and_the_leakage_control():
         smat_table1.chosen_config("sst2", data_dir="sst2", explanation_source="reversed")
 
 
+def test_table1_command_names_missing_data_files_before_any_training(tmp_path, capsys):
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\n")
+    with pytest.raises(SystemExit) as stopped:
+        smat_table1.main(["--variant", "sst2", "--data-dir", str(tmp_path),
+                          "--output-dir", str(tmp_path / "out")])
+    assert stopped.value.code == 2
+    assert f"--data-dir {tmp_path} lacks dev.tsv, test-labeled.tsv" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_variants_follow_the_paper_design():
     paper = smat_table1.get_config("paper", data_dir="imdb")
     assert paper["sizes"] == [500, 1000, 2000] and len(paper["seeds"]) == 5
