@@ -85,7 +85,7 @@ from smat.jobs.grid import run_grid
 from smat.jobs.runs import DataConfig, reused_teacher, run_teacher, saved_data_config
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
-from smat.training.loop import LoopConfig
+from smat.training.loop import LoopConfig, stop_on_interrupt
 from smat.training.scaffold import ScaffoldConfig
 from smat.training.student import EXPLANATION_SOURCES, StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
@@ -456,10 +456,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error(f"--data-dir {args.data_dir} lacks {', '.join(missing)}")
     output_dir = args.output_dir
     try:
-        summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
-                      teacher_dir=args.teacher, explainers=args.explainers, sizes=args.sizes,
-                      seeds=args.seeds, explanation_source=args.explanation_source,
-                      progress=not args.no_progress)
+        with stop_on_interrupt():
+            summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
+                          teacher_dir=args.teacher, explainers=args.explainers,
+                          sizes=args.sizes, seeds=args.seeds,
+                          explanation_source=args.explanation_source,
+                          progress=not args.no_progress)
     except KeyboardInterrupt:
         raise SystemExit(f"{parser.prog}: interrupted; finished students are kept, and the "
                          "same command resumes from each one's last checkpoint") from None

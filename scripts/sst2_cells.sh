@@ -32,7 +32,8 @@ run_cell() {
     while kill -0 "$pid" 2>/dev/null; do
       local rss
       rss=$(ps -o rss= -p "$pid" 2>/dev/null | tr -d ' ')
-      if [ -f "$PAUSE" ] || [ "${rss:-0}" -gt "$LIMIT_KB" ]; then
+      # one SIGINT, then time to exit (it can take a minute); never a second one mid-exit
+      if [ "$interrupted" -eq 0 ] && { [ -f "$PAUSE" ] || [ "${rss:-0}" -gt "$LIMIT_KB" ]; }; then
         echo "$(date -u +%FT%TZ) $name: interrupting (resident ${rss:-?} kB)"
         interrupted=1
         kill -INT "$pid"

@@ -1,6 +1,8 @@
 """Tests for smat.training.loop's seed helpers (the loop itself is exercised, killed and
 resumed through teacher and student training in test_training_teacher / _student)."""
 
+import os
+import signal
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -11,6 +13,7 @@ import numpy as np
 import pytest
 
 from smat.training.loop import (
+    STOP,
     LoopConfig,
     check_seeds,
     checkpoint_dir,
@@ -20,7 +23,23 @@ from smat.training.loop import (
     seed_groups,
     seed_slice,
     stack_seeds,
+    stop_on_interrupt,
 )
+
+
+def test_stop_on_interrupt_raises_marks_the_loops_and_restores_the_handler():
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), stop_on_interrupt():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler raises before this ends
+        pytest.fail("SIGINT did not interrupt")
+    assert not STOP.is_set()  # cleared on exit: the next job starts unmarked
+    assert signal.getsignal(signal.SIGINT) is before
+    with stop_on_interrupt():
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        assert STOP.is_set()  # a loop raises it again at its next step if Python dropped it
 
 
 def test_seed_folders_and_checkpoint_dirs(tmp_path):

@@ -35,9 +35,7 @@ import contextlib
 import importlib.metadata
 import json
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,7 +44,7 @@ from smat.cli.commands import COMMANDS, GROUPS, Command
 from smat.cli.flags import add_config_flags, build_config, in_flags
 from smat.compile_cache import COMPILE_CACHE_ENV, compile_cache_dir, persistent_compile_cache
 from smat.models.inference import progress_bars
-from smat.training.loop import STOP
+from smat.training.loop import stop_on_interrupt
 
 INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
 
@@ -99,13 +97,6 @@ def parse_command(argv: Sequence[str],
     return command, build_config(command.config, args)
 
 
-def _interrupt(signum, frame) -> None:
-    """Ctrl-C: raise KeyboardInterrupt now, and tell the training loop to raise it at its
-    next step in case Python drops this one (smat.training.loop.STOP)."""
-    STOP.set()
-    raise KeyboardInterrupt
-
-
 @contextlib.contextmanager
 def _runtime(runtime: Any):
     """Multi-host start, the data mesh as JAX's ambient mesh, the progress bars and the
@@ -145,10 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prog}: error: --output-dir {output_dir} is a file, not a folder; choose a "
               "folder", file=sys.stderr)
         return 2
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous_handler = signal.signal(signal.SIGINT, _interrupt) if in_main_thread else None
     try:
-        with _runtime(getattr(config, "runtime", None)):
+        with stop_on_interrupt(), _runtime(getattr(config, "runtime", None)):
             return command.run(config)
     except (ValueError, FileNotFoundError, TypeError) as error:
         print(f"{prog}: error: {in_flags(str(error), _flags(parser, argv))}", file=sys.stderr)
@@ -158,10 +147,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{prog}: interrupted; finished work is kept, and the same command resumes "
               "from the last checkpoint", file=sys.stderr)
         return INTERRUPTED
-    finally:
-        STOP.clear()
-        if in_main_thread:
-            signal.signal(signal.SIGINT, previous_handler)
 
 
 def _subcommand(parser: argparse.ArgumentParser,

@@ -13,12 +13,14 @@ not redone.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -48,9 +50,32 @@ class LoopResult(NamedTuple):
 
 
 STOP = threading.Event()
-"""Set by the command line's Ctrl-C handler (which also raises KeyboardInterrupt). Python
-drops an exception raised while it runs a finalizer or a callback ("Exception ignored
-in ..."), so an interrupt can be lost; the loop then raises it before its next step."""
+"""Set by the Ctrl-C handler of :func:`stop_on_interrupt` (which also raises
+KeyboardInterrupt). Python drops an exception raised while it runs a finalizer or a
+callback ("Exception ignored in ..."), so an interrupt can be lost; the loop then raises it
+before its next step."""
+
+
+def _interrupt(signum, frame) -> None:
+    STOP.set()
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def stop_on_interrupt() -> Iterator[None]:
+    """Inside, Ctrl-C (SIGINT) raises KeyboardInterrupt at once and makes every training
+    loop raise it before its next step in case Python dropped the first one (:data:`STOP`),
+    so a long job stops with its last checkpoint kept. On exit the previous handler is back
+    and STOP is cleared. Outside the main thread (where no handler can be set) it does
+    nothing."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _interrupt) if in_main_thread else None
+    try:
+        yield
+    finally:
+        STOP.clear()
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
