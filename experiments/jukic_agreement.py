@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from smat_table1 import reported_errors
 
 from smat.data import take
 from smat.jobs.agreement_study import agreement_comparison, comparison_tables
@@ -245,8 +246,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     args = parser.parse_args(argv)
     output_dir = args.output_dir or f"runs/jukic_{args.variant}"
-    summary = run(args.variant, data_dir=args.data_dir, output_dir=output_dir,
-                  progress=not args.no_progress)
+    with reported_errors(parser):
+        summary = run(args.variant, data_dir=args.data_dir, output_dir=output_dir,
+                      progress=not args.no_progress)
     print((Path(output_dir) / "table.md").read_text())
     print(f"{summary['seconds_total']} s")
 

@@ -25,13 +25,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from smat_table1 import diagnostics_table, paired_comparisons, smat_diagnostics
+from smat_table1 import (
+    diagnostics_table,
+    earlier_run_file,
+    paired_comparisons,
+    reported_errors,
+    smat_diagnostics,
+)
 
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline
 from smat.jobs.grid import run_grid
@@ -77,7 +82,7 @@ def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
     static-attention and no-explainer students, changed or Table 1's.
     """
     table1_dir, output_dir = Path(table1_dir), Path(output_dir)
-    config = json.loads((table1_dir / "config.json").read_text())
+    config = earlier_run_file(table1_dir, "config.json", flag="--table1")
     student = StudentTrainConfig(**{**config["student"],
                                     "loop": LoopConfig(**config["student"]["loop"])})
     tried = changes(student)
@@ -163,8 +168,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--output-dir", default="runs/smat_sweep")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     args = parser.parse_args(argv)
-    summary = run(args.table1, size=args.size, output_dir=args.output_dir, names=args.changes,
-                  explainers=args.explainers, progress=not args.no_progress)
+    with reported_errors(parser):
+        summary = run(args.table1, size=args.size, output_dir=args.output_dir,
+                      names=args.changes, explainers=args.explainers,
+                      progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds_this_call']} s")
 

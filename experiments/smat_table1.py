@@ -67,10 +67,11 @@ docs/reproduce/smat.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -320,9 +321,12 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
 
     Raises:
       ValueError: a choice :func:`chosen_config` refuses.
+      FileNotFoundError: `data_dir` lacks a file the variant reads (before any work).
     """
     config = chosen_config(variant, data_dir=data_dir, explainers=explainers, sizes=sizes,
                            seeds=seeds, explanation_source=explanation_source)
+    if data_dir is not None:
+        check_data_files(config["data"], data_dir)
     output_dir = Path(output_dir)
     reused = reused_teacher(teacher_dir) if teacher_dir is not None else None
     teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
@@ -381,6 +385,33 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     return summary
 
 
+def earlier_run_file(folder: str | Path, name: str, *, flag: str) -> dict[str, Any]:
+    """The JSON file `name` (``config.json``, ``results.json``) of the earlier experiment run
+    in `folder`, which the command line's `flag` gave.
+
+    Raises:
+      FileNotFoundError: the folder holds no such file (naming `flag`).
+    """
+    path = Path(folder) / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{flag} {folder} holds no {name}: pass the output folder of "
+                                "a finished run of the experiment it names")
+    return json.loads(path.read_text())
+
+
+def check_data_files(data: DataConfig, data_dir: str | Path) -> None:
+    """Refuse a `data_dir` that lacks a file `data` reads, naming every missing one.
+
+    Raises:
+      FileNotFoundError: ``--data-dir DIR lacks NAME, ...``.
+    """
+    files = [file for source in (data.source, data.student_source) if source is not None
+             for file in ([source] if isinstance(source, str) else source)]
+    missing = [Path(file).name for file in files if not Path(file).is_file()]
+    if missing:
+        raise FileNotFoundError(f"--data-dir {data_dir} lacks {', '.join(missing)}")
+
+
 def check_grid_choices(*, explainers: Sequence[str] | None, sizes: Sequence[int] | None,
                        seeds: Sequence[int] | None) -> None:
     """Refuse a subset of the grid that cannot be trained (None keeps the variant's).
@@ -419,6 +450,23 @@ def variant_parser(description: str, *, name: str,
     return parser
 
 
+@contextlib.contextmanager
+def reported_errors(parser: argparse.ArgumentParser, *, resumes: bool = True) -> Iterator[None]:
+    """Around a driver's work, as around a `smat` command: a missing file or a refused value
+    ends it with one line naming it (no traceback), and Ctrl-C stops training before its
+    next step (:func:`~smat.training.loop.stop_on_interrupt`) with one line saying what is
+    kept (`resumes`: whether the same command continues from the finished work)."""
+    try:
+        with stop_on_interrupt():
+            yield
+    except (FileNotFoundError, ValueError) as error:
+        parser.error(str(error))
+    except KeyboardInterrupt:
+        kept = ("; finished work is kept, and the same command resumes from the last "
+                "checkpoints" if resumes else "")
+        raise SystemExit(f"\n{parser.prog}: interrupted{kept}") from None
+
+
 def parse_variant_args(parser: argparse.ArgumentParser,
                        argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse, resolve ``--smoke`` and the default output folder."""
@@ -441,30 +489,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="shuffled_text: the leakage control, every teacher explanation "
                              "computed on its row's tokens in a shuffled order (default text)")
     args = parse_variant_args(parser, argv)
-    try:
-        config = chosen_config(args.variant, data_dir=args.data_dir, explainers=args.explainers,
-                               sizes=args.sizes, seeds=args.seeds,
-                               explanation_source=args.explanation_source)
-    except ValueError as error:
-        parser.error(str(error))
-    if args.data_dir is not None:
-        data = config["data"]
-        files = [f for source in (data.source, data.student_source) if source is not None
-                 for f in ([source] if isinstance(source, str) else source)]
-        missing = [Path(f).name for f in files if not Path(f).is_file()]
-        if missing:
-            parser.error(f"--data-dir {args.data_dir} lacks {', '.join(missing)}")
     output_dir = args.output_dir
-    try:
-        with stop_on_interrupt():
-            summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
-                          teacher_dir=args.teacher, explainers=args.explainers,
-                          sizes=args.sizes, seeds=args.seeds,
-                          explanation_source=args.explanation_source,
-                          progress=not args.no_progress)
-    except KeyboardInterrupt:
-        raise SystemExit(f"{parser.prog}: interrupted; finished students are kept, and the "
-                         "same command resumes from each one's last checkpoint") from None
+    with reported_errors(parser):
+        summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
+                      teacher_dir=args.teacher, explainers=args.explainers, sizes=args.sizes,
+                      seeds=args.seeds, explanation_source=args.explanation_source,
+                      progress=not args.no_progress)
     print((Path(output_dir) / "table.md").read_text())
     if "figure5_seed" in summary:
         print(f"Figure 5: seed {summary['figure5_seed']}, {summary['figure5_nonzero_heads']} "

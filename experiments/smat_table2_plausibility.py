@@ -22,14 +22,13 @@ runtime: docs/reproduce/smat.md.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from smat_table1 import median_record
+from smat_table1 import earlier_run_file, median_record, reported_errors
 
 from smat.data import load_eraser
 from smat.jobs.explain import ExplainConfig
@@ -52,8 +51,8 @@ def run(table1_dir: str | Path, data_dir: str | Path, *, output_dir: str | Path,
         max_len: int = 512, split: str = "test", batch_size: int = 8) -> dict[str, Any]:
     """Score every explainer and the two oracles; write the table and the heatmap."""
     table1_dir, output_dir = Path(table1_dir), Path(output_dir)
-    config = json.loads((table1_dir / "config.json").read_text())
-    results = json.loads((table1_dir / "results.json").read_text())
+    config = earlier_run_file(table1_dir, "config.json", flag="--table1")
+    results = earlier_run_file(table1_dir, "results.json", flag="--table1")
     sizes = config["sizes"]
     middle = sizes[len(sizes) // 2]
     median = median_record(results["records"], explainer="smat", num_examples=middle)
@@ -102,8 +101,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="reviews per jitted call (memory grows with it: 8 reviews of "
                              "512 tokens with IG take about 20 GB on the CPU)")
     args = parser.parse_args(argv)
-    summary = run(args.table1, args.data_dir, output_dir=args.output_dir,
-                  max_len=args.max_len, split=args.split, batch_size=args.batch_size)
+    with reported_errors(parser, resumes=False):
+        summary = run(args.table1, args.data_dir, output_dir=args.output_dir,
+                      max_len=args.max_len, split=args.split, batch_size=args.batch_size)
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds']} s")
 

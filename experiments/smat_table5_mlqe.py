@@ -64,6 +64,7 @@ from smat_table1 import (
     paired_comparisons,
     paper_table,
     parse_variant_args,
+    reported_errors,
     steps_table,
     variant_parser,
 )
@@ -237,8 +238,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.data_dir is None:
         parser.error("--data-dir is required: the MLQE-PE folder (holding direct-assessments/ "
                      "and post-editing/, e.g. ../shared/data/mlqe_pe)")
-    summary = run(args.variant, data_dir=args.data_dir, output_dir=args.output_dir,
-                  progress=not args.no_progress)
+    with reported_errors(parser):
+        summary = run(args.variant, data_dir=args.data_dir, output_dir=args.output_dir,
+                      progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds_this_call']} s")
 

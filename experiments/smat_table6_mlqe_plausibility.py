@@ -23,13 +23,12 @@ oracle per pair).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smat_table1 import median_record
+from smat_table1 import earlier_run_file, median_record, reported_errors
 
 from smat.data.mlqe import load_mlqe
 from smat.jobs.explain import ExplainConfig
@@ -77,8 +76,8 @@ def run(table5_dir: str | Path, data_dir: str | Path, *, output_dir: str | Path,
         num_examples: int | None = None, batch_size: int = 16) -> dict[str, Any]:
     """Score every explainer and the two oracles per pair and side; write the table."""
     table5_dir, output_dir = Path(table5_dir), Path(output_dir)
-    config = json.loads((table5_dir / "config.json").read_text())
-    results = json.loads((table5_dir / "results.json").read_text())
+    config = earlier_run_file(table5_dir, "config.json", flag="--table5")
+    results = earlier_run_file(table5_dir, "results.json", flag="--table5")
     sizes = config["sizes"]
     middle = sizes[len(sizes) // 2]
     median = median_record(results["records"], explainer="smat", num_examples=middle,
@@ -131,8 +130,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.num_examples is not None and args.num_examples < 1:
         parser.error(f"--num-examples must be >= 1, got {args.num_examples}")
-    summary = run(args.table5, args.data_dir, output_dir=args.output_dir,
-                  num_examples=args.num_examples, batch_size=args.batch_size)
+    with reported_errors(parser, resumes=False):
+        summary = run(args.table5, args.data_dir, output_dir=args.output_dir,
+                      num_examples=args.num_examples, batch_size=args.batch_size)
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds']} s")
 

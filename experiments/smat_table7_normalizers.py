@@ -28,13 +28,19 @@ docs/reproduce/smat.md.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from smat_table1 import get_config, parse_variant_args, variant_parser
+from smat_table1 import (
+    check_data_files,
+    earlier_run_file,
+    get_config,
+    parse_variant_args,
+    reported_errors,
+    variant_parser,
+)
 
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline, median_iqr
 from smat.jobs.grid import run_grid
@@ -112,10 +118,12 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     (the same settings, so the same students); only the other normalizers are trained.
     """
     config = get_config(variant, data_dir=data_dir)
+    if data_dir is not None:
+        check_data_files(config["data"], data_dir)
     output_dir = Path(output_dir)
     shared = output_dir / "students"
     if table1_dir is not None:
-        table1 = json.loads((Path(table1_dir) / "config.json").read_text())
+        table1 = earlier_run_file(table1_dir, "config.json", flag="--table1")
         if table1["variant"] != variant:
             raise ValueError(f"{table1_dir} is a {table1['variant']!r} Table 1 run; this is "
                              f"the {variant!r} variant")
@@ -166,9 +174,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "its no-explainer and sparsemax students")
     args = parse_variant_args(parser, argv)
     output_dir = args.output_dir
-    summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
-                  teacher_dir=args.teacher, table1_dir=args.table1,
-                  progress=not args.no_progress)
+    with reported_errors(parser):
+        summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
+                      teacher_dir=args.teacher, table1_dir=args.table1,
+                      progress=not args.no_progress)
     print((Path(output_dir) / "table.md").read_text())
     print(f"{summary['seconds_this_call']} s")
 

@@ -106,6 +106,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from smat_table1 import reported_errors
 
 from smat import registry
 from smat.data import Encoded, TextDataset, char_spans_to_token_mask, load_dataset, take, tokenize
@@ -646,9 +647,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     output_dir = args.output_dir or f"runs/thesis_{args.variant}"
     results_dir = (Path(__file__).resolve().parents[1] / "docs" / "results"
                    if args.variant == "cpu" else None)
-    summary = run(args.variant, data_dir=args.data_dir, output_dir=output_dir,
-                  model_source=args.model, results_dir=results_dir,
-                  progress=not args.no_progress)
+    with reported_errors(parser):
+        summary = run(args.variant, data_dir=args.data_dir, output_dir=output_dir,
+                      model_source=args.model, results_dir=results_dir,
+                      progress=not args.no_progress)
     print((Path(output_dir) / "table.md").read_text())
     print(f"{summary['seconds_this_call']} s")
 

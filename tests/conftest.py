@@ -48,6 +48,7 @@ jax.config.update("jax_default_matmul_precision", "highest")
 # of compiled again (issue 35). Programs that compile in under a quarter of a second are
 # not written (most of the suite's thousands of eager operations): loading is not cheaper.
 # Where XLA refuses its own cached programs (jax-ml/jax#38445) the suite compiles without.
+MIN_CACHED_COMPILE_SECONDS = 0.25
 if "SMAT_TEST_COMPILE_CACHE" not in os.environ:
     os.environ["SMAT_TEST_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="smat-tests-xla-cache-")
     atexit.register(shutil.rmtree, os.environ["SMAT_TEST_COMPILE_CACHE"], ignore_errors=True)
@@ -56,7 +57,8 @@ USE_COMPILE_CACHE = (os.environ.get("SMAT_TEST_NO_COMPILE_CACHE") != "1"
                      and loads_cleanly(TEST_COMPILE_CACHE))
 if USE_COMPILE_CACHE:
     jax.config.update("jax_compilation_cache_dir", str(TEST_COMPILE_CACHE / "programs"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.25)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                      MIN_CACHED_COMPILE_SECONDS)
 
 # Process-wide JAX settings a test could leave changed for every later test.
 GLOBAL_JAX_OPTIONS = ("jax_compilation_cache_dir", "jax_enable_x64",
@@ -212,7 +214,7 @@ def subprocess_compile_cache(tmp_path_factory) -> dict[str, str]:
     if not USE_COMPILE_CACHE:
         return {}
     return {"JAX_COMPILATION_CACHE_DIR": str(tmp_path_factory.mktemp("xla-cache")),
-            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.25"}
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": str(MIN_CACHED_COMPILE_SECONDS)}
 
 
 @pytest.fixture

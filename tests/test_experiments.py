@@ -42,14 +42,42 @@ def test_chosen_config_takes_the_subset_and_the_leakage_control():
         smat_table1.chosen_config("sst2", data_dir="sst2", explanation_source="reversed")
 
 
-def test_table1_command_names_missing_data_files_before_any_training(tmp_path, capsys):
+@pytest.mark.parametrize("command, named", [
+    (lambda d: smat_table1.main(["--variant", "sst2", "--data-dir", str(d)]),
+     "--data-dir {d} lacks dev.tsv, test-labeled.tsv"),
+    (lambda d: smat_table7_normalizers.main(["--variant", "paper", "--data-dir", str(d)]),
+     "--data-dir {d} lacks test.jsonl.gz"),
+    (lambda d: smat_sweep.main(["--table1", str(d), "--size", "64"]),
+     "--table1 {d} holds no config.json"),
+    (lambda d: smat_table2_plausibility.main(["--table1", str(d), "--data-dir", str(d)]),
+     "--table1 {d} holds no config.json"),
+    (lambda d: jukic_agreement.main(["--variant", "smoke", "--data-dir", str(d / "none")]),
+     "no train.tsv in {d}/none"),
+], ids=["table1", "table7", "sweep", "table2", "jukic"])
+def test_experiment_commands_name_a_missing_input_in_one_line_before_any_work(
+        tmp_path, capsys, monkeypatch, command, named):
     (tmp_path / "train.tsv").write_text("sentence\tlabel\n")
+    monkeypatch.chdir(tmp_path)  # default output folders (runs/...) land here
     with pytest.raises(SystemExit) as stopped:
-        smat_table1.main(["--variant", "sst2", "--data-dir", str(tmp_path),
-                          "--output-dir", str(tmp_path / "out")])
+        command(tmp_path)
     assert stopped.value.code == 2
-    assert f"--data-dir {tmp_path} lacks dev.tsv, test-labeled.tsv" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    err = capsys.readouterr().err
+    assert named.format(d=tmp_path) in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_reported_errors_ends_ctrl_c_with_one_line_saying_what_is_kept():
+    parser = smat_table1.variant_parser("x", name="x")
+    for resumes, kept in ((True, "the same command resumes"), (False, "")):
+        with pytest.raises(SystemExit) as stopped, \
+                smat_table1.reported_errors(parser, resumes=resumes):
+            raise KeyboardInterrupt
+        assert f"{parser.prog}: interrupted" in str(stopped.value.code)
+        assert (kept in str(stopped.value.code)) if kept else "resumes" not in str(
+            stopped.value.code)
+    with pytest.raises(RuntimeError):  # a bug keeps its traceback
+        with smat_table1.reported_errors(parser):
+            raise RuntimeError("a bug")
 
 
 def test_variants_follow_the_paper_design():
