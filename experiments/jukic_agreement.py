@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from smat_table1 import reported_errors
+from smat_table1 import command_runtime
 
 from smat.data import take
 from smat.jobs.agreement_study import agreement_comparison, comparison_tables
@@ -246,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     args = parser.parse_args(argv)
     output_dir = args.output_dir or f"runs/jukic_{args.variant}"
-    with reported_errors(parser):
+    with command_runtime(parser):
         summary = run(args.variant, data_dir=args.data_dir, output_dir=output_dir,
                       progress=not args.no_progress)
     print((Path(output_dir) / "table.md").read_text())

@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 from smat_table1 import (
+    command_runtime,
     comparisons_table,
     median_record,
     paired_comparisons,
     parse_variant_args,
-    reported_errors,
     steps_table,
     variant_parser,
 )
@@ -203,7 +203,7 @@ def write_report(output_dir: Path, *, variant: str, teacher: dict[str, Any],
 def main(argv: Sequence[str] | None = None) -> None:
     parser = variant_parser(__doc__.splitlines()[0], name="smat_digits", variants=VARIANTS)
     args = parse_variant_args(parser, argv)
-    with reported_errors(parser):
+    with command_runtime(parser):
         summary = run(args.variant, output_dir=args.output_dir, progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())
     print(json.dumps({"seconds_this_call": summary["seconds_this_call"]}))

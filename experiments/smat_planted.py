@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from smat_table1 import reported_errors
+from smat_table1 import command_runtime
 
 from smat import explainers
 from smat.evaluation.statistics import format_median_iqr
@@ -833,7 +833,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     variant = "smoke" if args.smoke else args.variant
     output_dir = args.output_dir or f"runs/smat_planted_{variant}"
-    with reported_errors(parser):
+    with command_runtime(parser):
         run(variant, output_dir=output_dir, arms=args.arms)
     print((Path(output_dir) / "table.md").read_text())
 

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from smat_table1 import (
+    command_runtime,
     diagnostics_table,
     earlier_run_file,
     paired_comparisons,
-    reported_errors,
     smat_diagnostics,
 )
 
@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--output-dir", default="runs/smat_sweep")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     args = parser.parse_args(argv)
-    with reported_errors(parser):
+    with command_runtime(parser):
         summary = run(args.table1, size=args.size, output_dir=args.output_dir,
                       names=args.changes, explainers=args.explainers,
                       progress=not args.no_progress)

@@ -77,6 +77,7 @@ from typing import Any
 
 import numpy as np
 
+from smat.compile_cache import command_compile_cache
 from smat.evaluation.simulability import (
     paired_seed_comparison,
     plot_simulability,
@@ -451,13 +452,15 @@ def variant_parser(description: str, *, name: str,
 
 
 @contextlib.contextmanager
-def reported_errors(parser: argparse.ArgumentParser, *, resumes: bool = True) -> Iterator[None]:
-    """Around a driver's work, as around a `smat` command: a missing file or a refused value
-    ends it with one line naming it (no traceback), and Ctrl-C stops training before its
-    next step (:func:`~smat.training.loop.stop_on_interrupt`) with one line saying what is
-    kept (`resumes`: whether the same command continues from the finished work)."""
+def command_runtime(parser: argparse.ArgumentParser, *, resumes: bool = True) -> Iterator[None]:
+    """Around a driver's work, what `smat` gives each command: the persistent compilation
+    cache (``SMAT_COMPILE_CACHE`` as for `smat`: a resumed or repeated run loads its
+    programs instead of compiling them again); a missing file or a refused value ends it
+    with one line naming it (no traceback); Ctrl-C stops training before its next step
+    (:func:`~smat.training.loop.stop_on_interrupt`) with one line saying what is kept
+    (`resumes`: whether the same command continues from the finished work)."""
     try:
-        with stop_on_interrupt():
+        with stop_on_interrupt(), command_compile_cache():
             yield
     except (FileNotFoundError, ValueError) as error:
         parser.error(str(error))
@@ -490,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "computed on its row's tokens in a shuffled order (default text)")
     args = parse_variant_args(parser, argv)
     output_dir = args.output_dir
-    with reported_errors(parser):
+    with command_runtime(parser):
         summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
                       teacher_dir=args.teacher, explainers=args.explainers, sizes=args.sizes,
                       seeds=args.seeds, explanation_source=args.explanation_source,

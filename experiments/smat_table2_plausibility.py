@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from smat_table1 import earlier_run_file, median_record, reported_errors
+from smat_table1 import command_runtime, earlier_run_file, median_record
 
 from smat.data import load_eraser
 from smat.jobs.explain import ExplainConfig
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="reviews per jitted call (memory grows with it: 8 reviews of "
                              "512 tokens with IG take about 20 GB on the CPU)")
     args = parser.parse_args(argv)
-    with reported_errors(parser, resumes=False):
+    with command_runtime(parser, resumes=False):
         summary = run(args.table1, args.data_dir, output_dir=args.output_dir,
                       max_len=args.max_len, split=args.split, batch_size=args.batch_size)
     print((Path(args.output_dir) / "table.md").read_text())

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from smat_digits import teacher_and_students, write_report
-from smat_table1 import SETTINGS, paper_table, parse_variant_args, reported_errors, variant_parser
+from smat_table1 import SETTINGS, command_runtime, paper_table, parse_variant_args, variant_parser
 
 from smat.jobs.runs import DataConfig
 from smat.models import ModelSource
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_variant_args(parser, argv)
     if args.data_dir is None:
         parser.error("--data-dir is required: a folder with CIFAR-100's train and test")
-    with reported_errors(parser):
+    with command_runtime(parser):
         summary = run(args.variant, data_dir=args.data_dir, vit_dir=args.vit_dir,
                       output_dir=args.output_dir, progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())

@@ -59,12 +59,12 @@ from typing import Any
 
 import numpy as np
 from smat_table1 import (
+    command_runtime,
     comparisons_table,
     median_record,
     paired_comparisons,
     paper_table,
     parse_variant_args,
-    reported_errors,
     steps_table,
     variant_parser,
 )
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.data_dir is None:
         parser.error("--data-dir is required: the MLQE-PE folder (holding direct-assessments/ "
                      "and post-editing/, e.g. ../shared/data/mlqe_pe)")
-    with reported_errors(parser):
+    with command_runtime(parser):
         summary = run(args.variant, data_dir=args.data_dir, output_dir=args.output_dir,
                       progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())

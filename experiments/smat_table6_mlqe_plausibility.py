@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smat_table1 import earlier_run_file, median_record, reported_errors
+from smat_table1 import command_runtime, earlier_run_file, median_record
 
 from smat.data.mlqe import load_mlqe
 from smat.jobs.explain import ExplainConfig
@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.num_examples is not None and args.num_examples < 1:
         parser.error(f"--num-examples must be >= 1, got {args.num_examples}")
-    with reported_errors(parser, resumes=False):
+    with command_runtime(parser, resumes=False):
         summary = run(args.table5, args.data_dir, output_dir=args.output_dir,
                       num_examples=args.num_examples, batch_size=args.batch_size)
     print((Path(args.output_dir) / "table.md").read_text())

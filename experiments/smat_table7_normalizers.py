@@ -35,10 +35,10 @@ from typing import Any
 
 from smat_table1 import (
     check_data_files,
+    command_runtime,
     earlier_run_file,
     get_config,
     parse_variant_args,
-    reported_errors,
     variant_parser,
 )
 
@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "its no-explainer and sparsemax students")
     args = parse_variant_args(parser, argv)
     output_dir = args.output_dir
-    with reported_errors(parser):
+    with command_runtime(parser):
         summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
                       teacher_dir=args.teacher, table1_dir=args.table1,
                       progress=not args.no_progress)

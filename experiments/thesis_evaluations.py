@@ -106,7 +106,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from smat_table1 import reported_errors
+from smat_table1 import command_runtime
 
 from smat import registry
 from smat.data import Encoded, TextDataset, char_spans_to_token_mask, load_dataset, take, tokenize
@@ -647,7 +647,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     output_dir = args.output_dir or f"runs/thesis_{args.variant}"
     results_dir = (Path(__file__).resolve().parents[1] / "docs" / "results"
                    if args.variant == "cpu" else None)
-    with reported_errors(parser):
+    with command_runtime(parser):
         summary = run(args.variant, data_dir=args.data_dir, output_dir=output_dir,
                       model_source=args.model, results_dir=results_dir,
                       progress=not args.no_progress)

@@ -34,6 +34,7 @@ import jax
 
 __all__ = [
     "COMPILE_CACHE_ENV",
+    "command_compile_cache",
     "compile_cache_dir",
     "loads_cleanly",
     "machine_key",
@@ -117,6 +118,14 @@ def loads_cleanly(folder: Path) -> bool:
     verdict.write_text(json.dumps({"loads_cleanly": clean,
                                    "second_run_stderr": runs[1].stderr[-2000:]}, indent=1))
     return clean
+
+
+def command_compile_cache(flag: str | None = None) -> contextlib.AbstractContextManager:
+    """The persistent cache of one command (`smat` or an experiment driver): the folder its
+    ``--compile-cache`` flag or the environment chose (:func:`compile_cache_dir`), with a
+    warning where XLA cannot load it only if the user asked for a cache."""
+    asked = flag is not None or os.environ.get(COMPILE_CACHE_ENV) is not None
+    return persistent_compile_cache(compile_cache_dir(flag), asked=asked)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -20,6 +21,8 @@ import smat_table2_plausibility  # noqa: E402
 import smat_table3_cifar  # noqa: E402
 import smat_table7_normalizers  # noqa: E402
 import thesis_evaluations  # noqa: E402
+
+from smat import compile_cache  # noqa: E402
 
 
 def _record(explainer, seed, accuracy, num_examples=125):
@@ -66,18 +69,31 @@ def test_experiment_commands_name_a_missing_input_in_one_line_before_any_work(
     assert not (tmp_path / "runs").exists()
 
 
-def test_reported_errors_ends_ctrl_c_with_one_line_saying_what_is_kept():
+def test_command_runtime_ends_ctrl_c_with_one_line_saying_what_is_kept():
     parser = smat_table1.variant_parser("x", name="x")
     for resumes, kept in ((True, "the same command resumes"), (False, "")):
         with pytest.raises(SystemExit) as stopped, \
-                smat_table1.reported_errors(parser, resumes=resumes):
+                smat_table1.command_runtime(parser, resumes=resumes):
             raise KeyboardInterrupt
         assert f"{parser.prog}: interrupted" in str(stopped.value.code)
         assert (kept in str(stopped.value.code)) if kept else "resumes" not in str(
             stopped.value.code)
     with pytest.raises(RuntimeError):  # a bug keeps its traceback
-        with smat_table1.reported_errors(parser):
+        with smat_table1.command_runtime(parser):
             raise RuntimeError("a bug")
+
+
+def test_command_runtime_compiles_into_the_commands_cache_and_puts_jax_back(
+        tmp_path, monkeypatch):
+    # as for `smat`: SMAT_COMPILE_CACHE chooses the folder, one sub-folder per machine kind
+    # (this test is about the driver's scope, so the cache is taken as loadable)
+    monkeypatch.setattr(compile_cache, "loads_cleanly", lambda folder: True)
+    monkeypatch.setenv("SMAT_COMPILE_CACHE", str(tmp_path / "cache"))
+    before = jax.config.jax_compilation_cache_dir
+    with smat_table1.command_runtime(smat_table1.variant_parser("x", name="x")):
+        assert jax.config.jax_compilation_cache_dir == str(
+            tmp_path / "cache" / compile_cache.machine_key())
+    assert jax.config.jax_compilation_cache_dir == before
 
 
 def test_variants_follow_the_paper_design():

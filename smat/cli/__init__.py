@@ -42,7 +42,7 @@ from typing import Any
 
 from smat.cli.commands import COMMANDS, GROUPS, Command
 from smat.cli.flags import add_config_flags, build_config, in_flags
-from smat.compile_cache import COMPILE_CACHE_ENV, compile_cache_dir, persistent_compile_cache
+from smat.compile_cache import command_compile_cache
 from smat.models.inference import progress_bars
 from smat.training.loop import stop_on_interrupt
 
@@ -113,9 +113,8 @@ def _runtime(runtime: Any):
     initialize_distributed(coordinator_address=runtime.coordinator,
                            num_processes=runtime.num_processes, process_id=runtime.process_id,
                            auto=runtime.distributed)
-    asked = runtime.cache_flag is not None or os.environ.get(COMPILE_CACHE_ENV) is not None
     with jax.set_mesh(data_mesh(runtime.devices)), progress_bars(not runtime.no_progress), \
-            persistent_compile_cache(compile_cache_dir(runtime.cache_flag), asked=asked):
+            command_compile_cache(runtime.cache_flag):
         yield
 
 
