@@ -155,3 +155,33 @@ def test_a_resumed_fit_reports_the_training_time_of_every_call(tmp_path):
     (result,) = run(step)
     assert result.steps == 4
     assert result.seconds >= 2.0  # the interrupted call's two one-second steps
+
+
+def test_fit_keeps_at_most_one_step_queued_behind_the_running_one(tmp_path):
+    """Without waiting, asynchronous dispatch let the loop queue every step up to the next
+    evaluation (15 steps of 34 s on SST-2), which an interrupted run then computed before
+    it could exit. A slow step makes the queue visible: when step k is dispatched, step k-2
+    must have finished."""
+
+    @jax.jit
+    def step(state, batch):
+        w = jax.lax.fori_loop(0, 20, lambda _, w: jnp.tanh(w @ w.mT @ w), state.w)
+        return _State(w, state.step + 1), {"loss": jnp.sum(w, axis=(1, 2)) + batch.sum()}
+
+    outputs, finished_two_back = [], []
+
+    def watched(state, batch):
+        if len(outputs) >= 2:
+            finished_two_back.append(outputs[-2]["loss"].is_ready())
+        state, metrics = step(state, batch)
+        outputs.append(metrics)
+        return state, metrics
+
+    state = _State(jnp.full((1, 400, 400), 0.01), jnp.zeros((1,), jnp.int32))
+    step(state, np.zeros((1, 1, 3), np.float32))[0].w.block_until_ready()  # compiled
+    fit(state, watched, [_Rows(np.ones((8, 3), np.float32))],
+        stack=lambda batches, _: np.stack([b.x for b in batches]),
+        evaluate=lambda i, s: {"score": 0.0}, metric="score", best_of=lambda s: s.step,
+        settings=LoopConfig(batch_size=1, max_epochs=1), seeds=[0], output_dirs=[tmp_path],
+        progress=False)
+    assert len(finished_two_back) == 6 and all(finished_two_back)

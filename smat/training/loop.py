@@ -317,6 +317,11 @@ def fit(
             if mesh is not None:
                 batch = shard_batch(batch, mesh, axis=1)
             state, step_metrics = step(state, batch)
+            # JAX dispatches asynchronously: unchecked, the loop would queue every step up to
+            # the next evaluation, and Ctrl-C (and the progress bar) would wait them all out.
+            # Waiting for the previous step keeps one step queued behind the running one.
+            if window:
+                jax.block_until_ready(window[-1])
             window.append(step_metrics)
             current += 1
             bar.update(1)
