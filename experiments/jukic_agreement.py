@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from smat_table1 import command_runtime
+from command_line import command_runtime
 
 from smat.data import take
 from smat.jobs.agreement_study import agreement_comparison, comparison_tables

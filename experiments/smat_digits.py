@@ -40,15 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from smat_table1 import (
-    command_runtime,
-    comparisons_table,
-    median_record,
-    paired_comparisons,
-    parse_variant_args,
-    steps_table,
-    variant_parser,
-)
+from command_line import command_runtime, parse_variant_args, variant_parser
+from smat_table1 import comparisons_table, median_record, paired_comparisons, steps_table
 
 from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.grid import run_grid

@@ -68,8 +68,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from command_line import command_runtime
 from flax import nnx
-from smat_table1 import command_runtime
 
 from smat import explainers
 from smat.evaluation.statistics import format_median_iqr

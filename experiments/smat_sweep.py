@@ -30,13 +30,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from smat_table1 import (
-    command_runtime,
-    diagnostics_table,
-    earlier_run_file,
-    paired_comparisons,
-    smat_diagnostics,
-)
+from command_line import command_runtime, earlier_run_file
+from smat_table1 import diagnostics_table, paired_comparisons, smat_diagnostics
 
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline
 from smat.jobs.grid import run_grid

@@ -66,18 +66,16 @@ docs/reproduce/smat.md.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from command_line import check_data_files, command_runtime, parse_variant_args, variant_parser
 
-from smat.compile_cache import command_compile_cache
 from smat.evaluation.simulability import (
     paired_seed_comparison,
     plot_simulability,
@@ -87,7 +85,7 @@ from smat.jobs.grid import run_grid
 from smat.jobs.runs import DataConfig, reused_teacher, run_teacher, saved_data_config
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
-from smat.training.loop import LoopConfig, stop_on_interrupt
+from smat.training.loop import LoopConfig
 from smat.training.scaffold import ScaffoldConfig
 from smat.training.student import EXPLANATION_SOURCES, StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
@@ -95,6 +93,8 @@ from smat.training.teacher import TeacherTrainConfig
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
 VARIANTS = ("paper", "gpu", "cpu", "sst2", "smoke")
+DATA_DIR_HELP = ("folder with IMDB's test.jsonl.gz (paper and gpu variants) or GLUE SST-2's "
+                 "tsv files (sst2 variant)")
 # The comparisons a SMaT claim rests on, each tested over seeds (candidate, baseline).
 COMPARISONS = (("smat", "attention_all"), ("smat", "none"), ("attention_all", "none"))
 
@@ -386,33 +386,6 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     return summary
 
 
-def earlier_run_file(folder: str | Path, name: str, *, flag: str) -> dict[str, Any]:
-    """The JSON file `name` (``config.json``, ``results.json``) of the earlier experiment run
-    in `folder`, which the command line's `flag` gave.
-
-    Raises:
-      FileNotFoundError: the folder holds no such file (naming `flag`).
-    """
-    path = Path(folder) / name
-    if not path.is_file():
-        raise FileNotFoundError(f"{flag} {folder} holds no {name}: pass the output folder of "
-                                "a finished run of the experiment it names")
-    return json.loads(path.read_text())
-
-
-def check_data_files(data: DataConfig, data_dir: str | Path) -> None:
-    """Refuse a `data_dir` that lacks a file `data` reads, naming every missing one.
-
-    Raises:
-      FileNotFoundError: ``--data-dir DIR lacks NAME, ...``.
-    """
-    files = [file for source in (data.source, data.student_source) if source is not None
-             for file in ([source] if isinstance(source, str) else source)]
-    missing = [Path(file).name for file in files if not Path(file).is_file()]
-    if missing:
-        raise FileNotFoundError(f"--data-dir {data_dir} lacks {', '.join(missing)}")
-
-
 def check_grid_choices(*, explainers: Sequence[str] | None, sizes: Sequence[int] | None,
                        seeds: Sequence[int] | None) -> None:
     """Refuse a subset of the grid that cannot be trained (None keeps the variant's).
@@ -431,57 +404,9 @@ def check_grid_choices(*, explainers: Sequence[str] | None, sizes: Sequence[int]
         raise ValueError(f"--seeds must be distinct non-negative integers, got {list(seeds)}")
 
 
-def variant_parser(description: str, *, name: str,
-                   variants: Sequence[str] = ("paper", "cpu", "smoke")) -> argparse.ArgumentParser:
-    """The command line every variant experiment shares (``name``: default output folder
-    ``runs/<name>_<variant>``)."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--variant", choices=variants, default="cpu",
-                        help="the grid and hardware scale (see the module docstring)")
-    parser.add_argument("--smoke", action="store_true", help="the same as --variant smoke")
-    parser.add_argument("--data-dir", default=None,
-                        help="folder with IMDB's test.jsonl.gz (paper variant) or GLUE "
-                             "SST-2's tsv files (sst2 variant)")
-    parser.add_argument("--teacher", default=None,
-                        help="a finished `smat train-teacher` run to reuse")
-    parser.add_argument("--output-dir", default=None,
-                        help=f"results folder (default runs/{name}_<variant>)")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    parser.set_defaults(default_name=name)
-    return parser
-
-
-@contextlib.contextmanager
-def command_runtime(parser: argparse.ArgumentParser, *, resumes: bool = True) -> Iterator[None]:
-    """Around a driver's work, what `smat` gives each command: the persistent compilation
-    cache (``SMAT_COMPILE_CACHE`` as for `smat`: a resumed or repeated run loads its
-    programs instead of compiling them again); a missing file or a refused value ends it
-    with one line naming it (no traceback); Ctrl-C stops training before its next step
-    (:func:`~smat.training.loop.stop_on_interrupt`) with one line saying what is kept
-    (`resumes`: whether the same command continues from the finished work)."""
-    try:
-        with stop_on_interrupt(), command_compile_cache():
-            yield
-    except (FileNotFoundError, ValueError) as error:
-        parser.error(str(error))
-    except KeyboardInterrupt:
-        kept = ("; finished work is kept, and the same command resumes from the last "
-                "checkpoints" if resumes else "")
-        raise SystemExit(f"\n{parser.prog}: interrupted{kept}") from None
-
-
-def parse_variant_args(parser: argparse.ArgumentParser,
-                       argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parse, resolve ``--smoke`` and the default output folder."""
-    args = parser.parse_args(argv)
-    if args.smoke:
-        args.variant = "smoke"
-    args.output_dir = args.output_dir or f"runs/{args.default_name}_{args.variant}"
-    return args
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = variant_parser(__doc__.splitlines()[0], name="smat_table1", variants=VARIANTS)
+    parser = variant_parser(__doc__.splitlines()[0], name="smat_table1", variants=VARIANTS,
+                            data_dir_help=DATA_DIR_HELP, reuses_teacher=True)
     parser.add_argument("--explainers", nargs="+", default=None, choices=SETTINGS,
                         help="train only these settings (default: every one of the table)")
     parser.add_argument("--sizes", nargs="+", type=int, default=None,

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from smat_table1 import command_runtime, earlier_run_file, median_record
+from command_line import command_runtime, earlier_run_file
+from smat_table1 import median_record
 
 from smat.data import load_eraser
 from smat.jobs.explain import ExplainConfig

@@ -42,8 +42,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from command_line import command_runtime, parse_variant_args, variant_parser
 from smat_digits import teacher_and_students, write_report
-from smat_table1 import SETTINGS, command_runtime, paper_table, parse_variant_args, variant_parser
+from smat_table1 import SETTINGS, paper_table
 
 from smat.jobs.runs import DataConfig
 from smat.models import ModelSource
@@ -145,7 +146,8 @@ def run(variant: str, *, data_dir: str | Path, vit_dir: str | Path, output_dir: 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = variant_parser(__doc__.splitlines()[0], name="smat_table3_cifar",
-                            variants=VARIANTS)
+                            variants=VARIANTS, data_dir_help="folder with CIFAR-100's "
+                            "train.npz and test.npz (or train/ and test/ image folders)")
     parser.add_argument("--vit-dir", required=True,
                         help="the google/vit-base-patch16-224-in21k checkpoint folder")
     args = parse_variant_args(parser, argv)

@@ -58,15 +58,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from command_line import command_runtime, parse_variant_args, variant_parser
 from smat_table1 import (
-    command_runtime,
     comparisons_table,
     median_record,
     paired_comparisons,
     paper_table,
-    parse_variant_args,
     steps_table,
-    variant_parser,
 )
 
 from smat.data.mlqe import load_mlqe
@@ -229,12 +227,12 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    # no --teacher: the experiment trains its own teacher on the MLQE-PE split it writes
+    # (OUTPUT_DIR/teacher is reused when finished)
     parser = variant_parser(__doc__.splitlines()[0], name="smat_table5_mlqe",
-                            variants=VARIANTS)
+                            variants=VARIANTS, data_dir_help="the MLQE-PE folder (holding "
+                            "direct-assessments/ and post-editing/, e.g. ../shared/data/mlqe_pe)")
     args = parse_variant_args(parser, argv)
-    if args.teacher is not None:
-        parser.error("--teacher: this experiment trains its own teacher on the MLQE-PE "
-                     "split it writes (OUTPUT_DIR/teacher is reused when finished)")
     if args.data_dir is None:
         parser.error("--data-dir is required: the MLQE-PE folder (holding direct-assessments/ "
                      "and post-editing/, e.g. ../shared/data/mlqe_pe)")

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smat_table1 import command_runtime, earlier_run_file, median_record
+from command_line import command_runtime, earlier_run_file
+from smat_table1 import median_record
 
 from smat.data.mlqe import load_mlqe
 from smat.jobs.explain import ExplainConfig

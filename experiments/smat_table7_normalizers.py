@@ -33,14 +33,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from smat_table1 import (
+from command_line import (
     check_data_files,
     command_runtime,
     earlier_run_file,
-    get_config,
     parse_variant_args,
     variant_parser,
 )
+from smat_table1 import DATA_DIR_HELP, get_config
 
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline, median_iqr
 from smat.jobs.grid import run_grid
@@ -168,7 +168,8 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = variant_parser(__doc__.splitlines()[0], name="smat_table7")
+    parser = variant_parser(__doc__.splitlines()[0], name="smat_table7",
+                            data_dir_help=DATA_DIR_HELP, reuses_teacher=True)
     parser.add_argument("--table1", default=None,
                         help="a smat_table1.py run of the same variant: reuse its teacher and "
                              "its no-explainer and sparsemax students")

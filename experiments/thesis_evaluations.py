@@ -106,7 +106,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from smat_table1 import command_runtime
+from command_line import command_runtime
 
 from smat import registry
 from smat.data import Encoded, TextDataset, char_spans_to_token_mask, load_dataset, take, tokenize

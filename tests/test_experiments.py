@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 
+import command_line  # noqa: E402
 import jukic_agreement  # noqa: E402
 import smat_digits  # noqa: E402
 import smat_sweep  # noqa: E402
@@ -69,18 +70,28 @@ def test_experiment_commands_name_a_missing_input_in_one_line_before_any_work(
     assert not (tmp_path / "runs").exists()
 
 
-def test_command_runtime_ends_ctrl_c_with_one_line_saying_what_is_kept():
-    parser = smat_table1.variant_parser("x", name="x")
+def test_command_runtime_ends_ctrl_c_with_one_line_saying_what_is_kept(capsys):
+    parser = command_line.variant_parser("x", name="x")
     for resumes, kept in ((True, "the same command resumes"), (False, "")):
         with pytest.raises(SystemExit) as stopped, \
-                smat_table1.command_runtime(parser, resumes=resumes):
+                command_line.command_runtime(parser, resumes=resumes):
             raise KeyboardInterrupt
-        assert f"{parser.prog}: interrupted" in str(stopped.value.code)
-        assert (kept in str(stopped.value.code)) if kept else "resumes" not in str(
-            stopped.value.code)
+        err = capsys.readouterr().err
+        assert stopped.value.code == 130 and f"{parser.prog}: interrupted" in err
+        assert (kept in err) if kept else "resumes" not in err
     with pytest.raises(RuntimeError):  # a bug keeps its traceback
-        with smat_table1.command_runtime(parser):
+        with command_line.command_runtime(parser):
             raise RuntimeError("a bug")
+
+
+def test_command_runtime_takes_a_drivers_own_checks_as_input_errors(capsys):
+    # a ValueError raised in experiments/ is a check (one line); smat's own are too
+    parser = command_line.variant_parser("x", name="x")
+    with pytest.raises(SystemExit) as stopped, command_line.command_runtime(parser):
+        smat_table1.check_grid_choices(explainers=["taylor"], sizes=None, seeds=None)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "unknown Table 1 settings ['taylor']" in err
+    assert "Traceback" not in err
 
 
 def test_command_runtime_compiles_into_the_commands_cache_and_puts_jax_back(
@@ -90,7 +101,7 @@ def test_command_runtime_compiles_into_the_commands_cache_and_puts_jax_back(
     monkeypatch.setattr(compile_cache, "loads_cleanly", lambda folder: True)
     monkeypatch.setenv("SMAT_COMPILE_CACHE", str(tmp_path / "cache"))
     before = jax.config.jax_compilation_cache_dir
-    with smat_table1.command_runtime(smat_table1.variant_parser("x", name="x")):
+    with command_line.command_runtime(command_line.variant_parser("x", name="x")):
         assert jax.config.jax_compilation_cache_dir == str(
             tmp_path / "cache" / compile_cache.machine_key())
     assert jax.config.jax_compilation_cache_dir == before
@@ -200,14 +211,30 @@ def test_jukic_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
 
 
 def test_command_line_variants_and_default_folders():
-    parser = smat_table1.variant_parser("Table 1", name="smat_table1")
-    args = smat_table1.parse_variant_args(parser, ["--smoke"])
+    parser = command_line.variant_parser("Table 1", name="smat_table1", data_dir_help="data")
+    args = command_line.parse_variant_args(parser, ["--smoke"])
     assert (args.variant, args.output_dir) == ("smoke", "runs/smat_table1_smoke")
-    args = smat_table1.parse_variant_args(parser, ["--variant", "paper", "--data-dir", "d",
-                                                   "--output-dir", "out"])
+    args = command_line.parse_variant_args(parser, ["--variant", "paper", "--data-dir", "d",
+                                                    "--output-dir", "out"])
     assert (args.variant, args.data_dir, args.output_dir) == ("paper", "d", "out")
     with pytest.raises(SystemExit):
-        smat_table1.parse_variant_args(parser, ["--variant", "gpu"])
+        command_line.parse_variant_args(parser, ["--variant", "gpu"])
+    with pytest.raises(SystemExit):  # it reuses no teacher: --teacher would be ignored
+        command_line.parse_variant_args(parser, ["--teacher", "t"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["--smoke", "--teacher", "t"], ["--smoke", "--data-dir", "d"],
+    ["--smoke", "--vit-dir", "v", "--teacher", "t"],
+], ids=["digits-teacher", "digits-data", "cifar-teacher"])
+def test_drivers_refuse_flags_they_would_ignore(argv, capsys):
+    # the digits are scikit-learn's offline set, taught by their own teacher; CIFAR trains
+    # its own teacher too: these flags would silently change nothing
+    main = smat_table3_cifar.main if "--vit-dir" in argv else smat_digits.main
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert f"unrecognized arguments: {' '.join(argv[-2:])}" in capsys.readouterr().err
 
 
 def test_median_record_takes_the_middle_seed():
@@ -479,3 +506,12 @@ def test_cifar_smoke_variant_runs_on_local_files(tmp_path):
     assert teacher["sizes"] == {"teacher_train": 43, "teacher_validation": 5, "test": 16}
     assert len(summary["records"]) == 3 * 2
     assert "Paper:" in (tmp_path / "out" / "table.md").read_text()
+
+
+def test_an_earlier_runs_unreadable_file_is_named_with_its_flag(tmp_path, capsys):
+    (tmp_path / "config.json").write_text('{"variant": "cpu", ')  # cut off mid-write
+    with pytest.raises(SystemExit) as stopped:
+        smat_sweep.main(["--table1", str(tmp_path), "--size", "64"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert f"--table1 {tmp_path}: config.json is not JSON" in err

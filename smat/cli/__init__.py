@@ -41,12 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from smat.cli.commands import COMMANDS, GROUPS, Command
+from smat.cli.failures import INTERRUPTED, CommandEnded, reported_failures
 from smat.cli.flags import add_config_flags, build_config, in_flags
 from smat.compile_cache import command_compile_cache
 from smat.models.inference import progress_bars
-from smat.training.loop import stop_on_interrupt
 
-INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C
+KEPT = "; finished work is kept, and the same command resumes from the last checkpoint"
 
 
 def installed_version() -> str:
@@ -119,33 +119,24 @@ def _runtime(runtime: Any):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `smat` console script."""
+    """Entry point of the `smat` console script: the command's exit status (argparse's own
+    errors and ``--version`` exit as argparse does)."""
     argv = list(argv if argv is not None else sys.argv[1:])
     parser = build_parser()
-    prog = _subcommand(parser, argv).prog
+    prog, flags = _subcommand(parser, argv).prog, _flags(parser, argv)
     try:
-        command, config = parse_command(argv, parser)
-    except ValueError as error:
-        print(f"{prog}: error: {in_flags(str(error), _flags(parser, argv))}",
-              file=sys.stderr)
-        return 2
-    output_dir = getattr(config, "output_dir", None)
-    if output_dir is not None and Path(output_dir).exists() and not Path(output_dir).is_dir():
-        # checked before any work: the results would be computed and then lost
-        print(f"{prog}: error: --output-dir {output_dir} is a file, not a folder; choose a "
-              "folder", file=sys.stderr)
-        return 2
-    try:
-        with stop_on_interrupt(), _runtime(getattr(config, "runtime", None)):
-            return command.run(config)
-    except (ValueError, FileNotFoundError, TypeError) as error:
-        print(f"{prog}: error: {in_flags(str(error), _flags(parser, argv))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        # on a line of its own, after any progress bar the interrupt stopped mid-line
-        print(f"\n{prog}: interrupted; finished work is kept, and the same command resumes "
-              "from the last checkpoint", file=sys.stderr)
-        return INTERRUPTED
+        with reported_failures(prog, kept=KEPT, rewrite=lambda message: in_flags(message, flags)):
+            command, config = parse_command(argv, parser)
+            output_dir = getattr(config, "output_dir", None)
+            if output_dir is not None and Path(output_dir).exists() \
+                    and not Path(output_dir).is_dir():
+                # checked before any work: the results would be computed and then lost
+                raise ValueError(f"--output-dir {output_dir} is a file, not a folder; choose "
+                                 "a folder")
+            with _runtime(getattr(config, "runtime", None)):
+                return command.run(config)
+    except CommandEnded as ended:
+        return ended.code
 
 
 def _subcommand(parser: argparse.ArgumentParser,

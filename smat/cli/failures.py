@@ -1,0 +1,86 @@
+"""How a command that cannot finish ends: the `smat` command's and the experiment drivers'.
+
+smat's input checks raise ValueError (a refused value), FileNotFoundError (a missing file)
+or TypeError (a value of the wrong kind) with a message that names the flag, file or row.
+Inside :func:`reported_failures` such an error ends the command with that message on one
+line and exit status 2, no traceback. A ValueError or TypeError raised inside another
+library (JAX, NumPy, ...) is not one of those checks but a bug, or an input smat does not
+check yet: it keeps its traceback, followed by one line saying so, and exits with 1. Ctrl-C
+stops training before its next step (:func:`~smat.training.loop.stop_on_interrupt`) and
+ends with one line saying what is kept, exit status 130 (the shell's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from smat.training.loop import stop_on_interrupt
+
+__all__ = ["INPUT_ERROR", "INTERNAL_ERROR", "INTERRUPTED", "CommandEnded", "raised_by_check",
+           "reported_failures"]
+
+INPUT_ERROR = 2  # as argparse's own errors
+INTERNAL_ERROR = 1
+INTERRUPTED = 130
+
+SMAT_CODE = Path(__file__).resolve().parents[1]
+
+
+class CommandEnded(SystemExit):
+    """A command ended by a refused input, a bug or Ctrl-C, its lines already on stderr
+    (``code``: the exit status). Uncaught, it exits like any SystemExit."""
+
+
+def raised_by_check(error: BaseException, code_folders: Sequence[Path] = ()) -> bool:
+    """Whether `error` was raised by smat's code or code under one of `code_folders`: the
+    innermost frame of its traceback lies there (a ``raise`` of an input check), not inside
+    another library."""
+    innermost = traceback.extract_tb(error.__traceback__)[-1:]
+    return any(Path(frame.filename).resolve().is_relative_to(folder.resolve())
+               for frame in innermost for folder in (SMAT_CODE, *code_folders))
+
+
+def _raising_module(error: BaseException) -> str:
+    """The top-level package whose code raised `error` (e.g. ``jax``)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return "?" if tb is None else tb.tb_frame.f_globals.get("__name__", "?").split(".")[0]
+
+
+@contextlib.contextmanager
+def reported_failures(prog: str, *, kept: str = "",
+                      rewrite: Callable[[str], str] = lambda message: message,
+                      code_folders: Sequence[Path] = ()) -> Iterator[None]:
+    """Inside, a failure ends the command as the module docstring says, raising
+    :class:`CommandEnded` after its lines.
+
+    Args:
+      prog: the command's name, which starts every line (``smat train-student``).
+      kept: what an interrupted command keeps, appended to ``PROG: interrupted``
+        (``"; finished work is kept, ..."``).
+      rewrite: applied to an input error's message (the CLI writes config fields as flags).
+      code_folders: folders whose code raises input checks too, besides smat's (an
+        experiment driver's folder).
+    """
+    try:
+        with stop_on_interrupt():
+            yield
+    except KeyboardInterrupt:
+        # on a line of its own, after any progress bar the interrupt stopped mid-line
+        print(f"\n{prog}: interrupted{kept}", file=sys.stderr)
+        raise CommandEnded(INTERRUPTED) from None
+    except (ValueError, FileNotFoundError, TypeError) as error:
+        # a missing file is always about the input, wherever the open call was
+        if isinstance(error, FileNotFoundError) or raised_by_check(error, code_folders):
+            print(f"{prog}: error: {rewrite(str(error))}", file=sys.stderr)
+            raise CommandEnded(INPUT_ERROR) from None
+        traceback.print_exc()
+        print(f"{prog}: internal error: the {type(error).__name__} above was raised inside "
+              f"{_raising_module(error)}, not by one of smat's input checks; please report it "
+              "with the command that caused it", file=sys.stderr)
+        raise CommandEnded(INTERNAL_ERROR) from None
