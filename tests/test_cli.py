@@ -258,8 +258,9 @@ def test_bad_input_is_one_line_naming_it_and_leaves_no_run_folder(
 
 
 def test_ctrl_c_ends_with_one_line_and_the_same_command_resumes(tiny_teacher_args, tmp_path):
-    """SIGINT while training (sent once the first checkpoint is written): one line, exit 130,
-    no traceback; the rerun says where it resumes."""
+    """SIGINT while training (sent once the first checkpoint is written): a line at once, one
+    when the running step is checkpointed, exit 130, no traceback; the rerun says where it
+    resumes."""
     import os
     import select
     import signal
@@ -284,7 +285,9 @@ def test_ctrl_c_ends_with_one_line_and_the_same_command_resumes(tiny_teacher_arg
     lines = [line for line in err.replace("\r", "\n").splitlines()
              if line.strip() and not line.startswith(("teacher:", "Generating", "rows:"))]
     assert process.returncode == 130, err[-2000:]
-    assert lines == ["smat train-teacher: interrupted; finished work is kept, and the same "
+    assert lines == ["interrupted: checkpointing after the running step (Ctrl-C again stops "
+                     "at once, from the last evaluation's checkpoint)",
+                     "smat train-teacher: interrupted; finished work is kept, and the same "
                      "command resumes from the last checkpoint"], err[-2000:]
     with subprocess.Popen([*argv, "--no-progress"], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True) as rerun:

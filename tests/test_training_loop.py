@@ -185,3 +185,66 @@ def test_fit_keeps_at_most_one_step_queued_behind_the_running_one(tmp_path):
         settings=LoopConfig(batch_size=1, max_epochs=1), seeds=[0], output_dirs=[tmp_path],
         progress=False)
     assert len(finished_two_back) == 6 and all(finished_two_back)
+
+
+def _fit_with_signals(tmp_path, *, sigint_at=(), on_step=None):
+    """A 12-step run (evaluations every 4 steps) that sends itself SIGINT when about to take
+    each step in `sigint_at` (steps taken so far), inside stop_on_interrupt as a command."""
+
+    @jax.jit
+    def step(state, batch):
+        w = jnp.tanh(state.w + 0.1 * batch.mean(axis=1))
+        return _State(w, state.step + 1), {"loss": jnp.sum(w ** 2, axis=1),
+                                           "count": state.step + 1}
+
+    def signalled(state, batch):
+        taken = int(state.step[0])
+        if on_step is not None:
+            on_step(taken)
+        for _ in range(sum(taken == k for k in sigint_at)):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs here
+        return step(state, batch)
+
+    state = _State(jnp.zeros((1, 3)), jnp.zeros((1,), jnp.int32))
+    rows = _Rows(np.arange(36, dtype=np.float32).reshape(12, 3) / 36)
+    with stop_on_interrupt():
+        return fit(state, signalled, [rows],
+                   stack=lambda batches, _: np.stack([b.x for b in batches]),
+                   evaluate=lambda i, s: {"score": float(s.w.sum())}, metric="score",
+                   best_of=lambda s: s.w,
+                   settings=LoopConfig(batch_size=1, max_epochs=1, evals_per_epoch=3,
+                                       patience=10),
+                   seeds=[0], output_dirs=[tmp_path], progress=False)
+
+
+def test_ctrl_c_mid_run_checkpoints_the_running_step_and_resumes_bit_identically(
+        tmp_path, capfd):
+    """The first Ctrl-C lets the running step finish and checkpoints it (with the training
+    metrics since the last evaluation), so the rerun takes only the steps left and writes
+    the same metrics and parameters as an uninterrupted run."""
+    (reference,) = _fit_with_signals(tmp_path / "reference")
+    taken = []
+    with pytest.raises(KeyboardInterrupt):
+        _fit_with_signals(tmp_path / "run", sigint_at=[6], on_step=taken.append)
+    assert taken == list(range(7))  # the step under way at Ctrl-C ran; no step after it
+    assert "checkpointing after the running step" in capfd.readouterr().err
+    assert not STOP.is_set()
+    taken.clear()
+    (resumed,) = _fit_with_signals(tmp_path / "run", on_step=taken.append)
+    assert taken == list(range(7, 12))  # not from the evaluation at step 4
+    np.testing.assert_array_equal(resumed.best, reference.best)
+    assert (resumed.best_step, resumed.steps, resumed.best_scores) == (
+        reference.best_step, reference.steps, reference.best_scores)
+    assert ((tmp_path / "run" / "metrics.jsonl").read_text()
+            == (tmp_path / "reference" / "metrics.jsonl").read_text())
+
+
+def test_a_second_ctrl_c_stops_at_once_from_the_last_evaluation(tmp_path):
+    taken = []
+    with pytest.raises(KeyboardInterrupt):
+        _fit_with_signals(tmp_path, sigint_at=[6, 6], on_step=taken.append)
+    assert taken == list(range(7))
+    taken.clear()
+    _fit_with_signals(tmp_path, on_step=taken.append)
+    assert taken == list(range(4, 12))  # the step under way was not checkpointed

@@ -6,8 +6,9 @@ Inside :func:`reported_failures` such an error ends the command with that messag
 line and exit status 2, no traceback. A ValueError or TypeError raised inside another
 library (JAX, NumPy, ...) is not one of those checks but a bug, or an input smat does not
 check yet: it keeps its traceback, followed by one line saying so, and exits with 1. Ctrl-C
-stops training before its next step (:func:`~smat.training.loop.stop_on_interrupt`) and
-ends with one line saying what is kept, exit status 130 (the shell's).
+lets a training loop finish and checkpoint its running step
+(:func:`~smat.training.loop.stop_on_interrupt`) and ends with one line saying what is kept,
+exit status 130 (the shell's).
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ the batches of its own order, fixed by (seed, epoch), is evaluated at the same s
 keeps its own best parameters and patience; a seed that has stopped keeps its best while
 the others go on. Metrics go to one JSON-lines file per seed, progress to a tqdm bar, and
 at every evaluation one checkpoint of the whole stacked state (best parameters and
-counters included) replaces the last. Rerunning with the same folders resumes from that
-checkpoint, for any S, and ends bit-identical to an uninterrupted run; a finished run is
-not redone.
+counters included) replaces the last. Ctrl-C inside :func:`stop_on_interrupt` lets the
+running step finish and checkpoints it too, so an interrupted run loses no finished step (a
+second Ctrl-C stops at once, keeping the last evaluation's checkpoint). Rerunning with the
+same folders resumes from that checkpoint, for any S, and ends bit-identical to an
+uninterrupted run; a finished run is not redone.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import signal
 import sys
 import threading
@@ -26,6 +29,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from tqdm.auto import tqdm
 
 from smat.data import iterate_batches, num_batches
@@ -50,24 +54,36 @@ class LoopResult(NamedTuple):
 
 
 STOP = threading.Event()
-"""Set by the Ctrl-C handler of :func:`stop_on_interrupt` (which also raises
-KeyboardInterrupt). Python drops an exception raised while it runs a finalizer or a
-callback ("Exception ignored in ..."), so an interrupt can be lost; the loop then raises it
-before its next step."""
+"""Set by the Ctrl-C handler of :func:`stop_on_interrupt`: a training loop checkpoints its
+last step and raises KeyboardInterrupt before its next one. Outside a loop's steps the
+handler also raises KeyboardInterrupt at once; Python drops an exception raised while it
+runs a finalizer or a callback ("Exception ignored in ..."), so an interrupt can be lost,
+and the loop then raises it too."""
+
+_STEPPING = threading.Event()
+"""Set while :func:`fit` runs its steps in the main thread of a single process: there the
+first Ctrl-C only sets :data:`STOP`, so the step under way finishes and is checkpointed."""
 
 
 def _interrupt(signum, frame) -> None:
+    if _STEPPING.is_set() and not STOP.is_set():
+        STOP.set()
+        # os.write, not print: a handler that prints while the interrupted code is writing
+        # to stderr (a progress bar) would make Python's buffered writer raise
+        os.write(2, b"\ninterrupted: checkpointing after the running step (Ctrl-C again "
+                    b"stops at once, from the last evaluation's checkpoint)\n")
+        return
     STOP.set()
     raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def stop_on_interrupt() -> Iterator[None]:
-    """Inside, Ctrl-C (SIGINT) raises KeyboardInterrupt at once and makes every training
-    loop raise it before its next step in case Python dropped the first one (:data:`STOP`),
-    so a long job stops with its last checkpoint kept. On exit the previous handler is back
-    and STOP is cleared. Outside the main thread (where no handler can be set) it does
-    nothing."""
+    """Inside, Ctrl-C (SIGINT) stops a job with its work kept: a training loop finishes
+    its running step, checkpoints it and raises KeyboardInterrupt (:data:`STOP`);
+    elsewhere, or at a second Ctrl-C, KeyboardInterrupt is raised at once. On exit the
+    previous handler is back and STOP is cleared. Outside the main thread (where no handler
+    can be set) it does nothing."""
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, _interrupt) if in_main_thread else None
     try:
@@ -287,11 +303,13 @@ def fit(
     counters = {"best": [None] * len(seeds), "best_step": [0] * len(seeds),
                 "bad_evals": [0] * len(seeds), "stopped_at": [None] * len(seeds)}
     earlier = 0.0  # seconds the resumed calls spent up to the last checkpoint
+    window = []  # each step's metrics since the last evaluation
     if last.is_dir():
         restored, meta = checkpoint.restore(last, target={"state": state, "best": best})
         state, best = restored["state"], restored["best"]
         counters = {key: meta[key] for key in counters}
         earlier = meta.get("seconds", 0.0)  # absent from checkpoints written before it
+        window = _window_from_json(meta.get("window", []))  # saved by an interrupted call
         if all(stop is not None for stop in counters["stopped_at"]):
             return _results(best, counters, earlier)
         tqdm.write(f"{desc}: resuming from {last} at step {int(state.step[0])} of "
@@ -299,54 +317,74 @@ def fit(
                    file=sys.stderr)
     mesh = resolve_mesh(mesh)
     state = commit(state) if mesh is None else replicate(state, mesh)  # one compile of `step`
-    current = int(state.step[0])
+    current = saved = int(state.step[0])  # saved: the step of the checkpoint on disk
     writers = [MetricsWriter(d / "metrics.jsonl", resume_step=current) for d in output_dirs]
 
-    began, window = time.perf_counter(), []
+    began = time.perf_counter()
+
+    def save_checkpoint(window_left: list) -> None:
+        checkpoint.save(last, {"state": state, "best": best}, overwrite=True,
+                        metadata={**counters, "window": _window_to_json(window_left),
+                                  "seconds": earlier + time.perf_counter() - began})
+
     bar = tqdm(total=total_steps, initial=current, disable=not progress,
                desc=desc if len(seeds) == 1 else f"{desc} x{len(seeds)}")
-    for epoch in range(current // steps_per_epoch, settings.max_epochs):
-        skip = current - epoch * steps_per_epoch
-        orders = [iterate_batches(data, batch_size=settings.batch_size, seed=seed,
-                                  epoch=epoch, drop_last=True, start_batch=skip)
-                  for data, seed in zip(trains, seeds, strict=True)]
-        for rows in zip(*orders, strict=True):
-            if STOP.is_set():  # Ctrl-C whose KeyboardInterrupt Python dropped (see STOP)
-                raise KeyboardInterrupt
-            batch = stack(list(rows), current)
-            if mesh is not None:
-                batch = shard_batch(batch, mesh, axis=1)
-            state, step_metrics = step(state, batch)
-            # JAX dispatches asynchronously: unchecked, the loop would queue every step up to
-            # the next evaluation, and Ctrl-C (and the progress bar) would wait them all out.
-            # Waiting for the previous step keeps one step queued behind the running one.
-            if window:
-                jax.block_until_ready(window[-1])
-            window.append(step_metrics)
-            current += 1
-            bar.update(1)
-            if on_epoch_end is not None and current % steps_per_epoch == 0:
-                for i in (i for i, stop in enumerate(counters["stopped_at"]) if stop is None):
-                    on_epoch_end(i, epoch, seed_slice(state, i))
-            if current % eval_every and current != total_steps:
-                continue
-            window = jax.device_get(window)  # each metric (S,)
-            check_finite(window, first_step=current - len(window) + 1, last_step=current)
-            best = _evaluate_seeds(state, best, counters, window, evaluate=evaluate,
-                                   metric=metric, best_of=best_of, writers=writers,
-                                   step=current, epoch=epoch, patience=settings.patience,
-                                   final=current == total_steps)
-            window = []
-            if len(seeds) == 1:
-                bar.set_postfix({metric: f"{counters['best'][0][metric]:.4f}"})
-            checkpoint.save(last, {"state": state, "best": best}, overwrite=True,
-                            metadata={**counters,
-                                      "seconds": earlier + time.perf_counter() - began})
+    # A Ctrl-C between steps is taken at the next one (STOP); multi-host processes must save
+    # together, so there it raises at once, as elsewhere.
+    stepping = (threading.current_thread() is threading.main_thread()
+                and jax.process_count() == 1)
+    try:
+        if stepping:
+            _STEPPING.set()
+        for epoch in range(current // steps_per_epoch, settings.max_epochs):
+            skip = current - epoch * steps_per_epoch
+            orders = [iterate_batches(data, batch_size=settings.batch_size, seed=seed,
+                                      epoch=epoch, drop_last=True, start_batch=skip)
+                      for data, seed in zip(trains, seeds, strict=True)]
+            for rows in zip(*orders, strict=True):
+                if STOP.is_set():
+                    if current != saved:
+                        window = jax.device_get(window)
+                        save_checkpoint(window)
+                    raise KeyboardInterrupt
+                batch = stack(list(rows), current)
+                if mesh is not None:
+                    batch = shard_batch(batch, mesh, axis=1)
+                state, step_metrics = step(state, batch)
+                # JAX dispatches asynchronously: unchecked, the loop would queue every step up
+                # to the next evaluation, and Ctrl-C (and the progress bar) would wait them all
+                # out. Waiting for the previous step keeps one step queued behind the running
+                # one.
+                if window:
+                    jax.block_until_ready(window[-1])
+                window.append(step_metrics)
+                current += 1
+                bar.update(1)
+                if on_epoch_end is not None and current % steps_per_epoch == 0:
+                    for i in (i for i, stop in enumerate(counters["stopped_at"]) if stop is None):
+                        on_epoch_end(i, epoch, seed_slice(state, i))
+                if current % eval_every and current != total_steps:
+                    continue
+                window = jax.device_get(window)  # each metric (S,)
+                check_finite(window, first_step=current - len(window) + 1, last_step=current)
+                best = _evaluate_seeds(state, best, counters, window, evaluate=evaluate,
+                                       metric=metric, best_of=best_of, writers=writers,
+                                       step=current, epoch=epoch, patience=settings.patience,
+                                       final=current == total_steps)
+                window = []
+                if len(seeds) == 1:
+                    bar.set_postfix({metric: f"{counters['best'][0][metric]:.4f}"})
+                save_checkpoint(window)
+                saved = current
+                if all(stop is not None for stop in counters["stopped_at"]):
+                    break
             if all(stop is not None for stop in counters["stopped_at"]):
                 break
-        if all(stop is not None for stop in counters["stopped_at"]):
-            break
+    finally:
+        _STEPPING.clear()
     bar.close()
+    if STOP.is_set():  # Ctrl-C during the run's last step: it is checkpointed, now stop
+        raise KeyboardInterrupt
     return _results(best, counters, earlier + time.perf_counter() - began)
 
 
@@ -369,6 +407,19 @@ def _evaluate_seeds(state, best, counters, window, *, evaluate, metric, best_of,
         if counters["bad_evals"][i] > patience or final:
             counters["stopped_at"][i] = step
     return stack_seeds(best)
+
+
+def _window_to_json(window: Sequence[dict[str, Any]]) -> list[dict[str, list]]:
+    """Steps' metrics (host arrays) as JSON: per metric its dtype and values."""
+    return [{name: [str(value.dtype), value.tolist()] for name, value in record.items()}
+            for record in window]
+
+
+def _window_from_json(records: Sequence[dict[str, list]]) -> list[dict[str, np.ndarray]]:
+    """The inverse of :func:`_window_to_json`, in the same dtypes (so the logged means are
+    bit-identical to an uninterrupted run's)."""
+    return [{name: np.asarray(values, dtype=dtype) for name, (dtype, values) in record.items()}
+            for record in records]
 
 
 def _results(best: PyTree, counters: dict[str, list], seconds: float) -> list[LoopResult]:
