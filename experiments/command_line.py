@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from smat.cli.failures import reported_failures
 from smat.compile_cache import command_compile_cache
 from smat.jobs.runs import DataConfig
+from smat.json_files import read_json
 
 EXPERIMENTS = Path(__file__).resolve().parent
 
@@ -84,17 +84,13 @@ def earlier_run_file(folder: str | Path, name: str, *, flag: str) -> dict[str, A
 
     Raises:
       FileNotFoundError: the folder holds no such file (naming `flag`).
-      ValueError: the file is not JSON (naming `flag` and the file).
+      ValueError: the file is not JSON (naming it).
     """
     path = Path(folder) / name
     if not path.is_file():
         raise FileNotFoundError(f"{flag} {folder} holds no {name}: pass the output folder of "
                                 "a finished run of the experiment it names")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{flag} {folder}: {name} is not JSON ({error}); was the run "
-                         "interrupted while writing it?") from None
+    return read_json(path)
 
 
 def check_data_files(data: DataConfig, data_dir: str | Path) -> None:

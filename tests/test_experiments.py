@@ -514,4 +514,4 @@ def test_an_earlier_runs_unreadable_file_is_named_with_its_flag(tmp_path, capsys
         smat_sweep.main(["--table1", str(tmp_path), "--size", "64"])
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and "Traceback" not in err
-    assert f"--table1 {tmp_path}: config.json is not JSON" in err
+    assert f"{tmp_path / 'config.json'} is not valid JSON: " in err

@@ -26,6 +26,7 @@ from smat.jobs.roar import PRESETS, RoarConfig
 from smat.jobs.runs import DataConfig, run_student, run_teacher
 from smat.jobs.sanity import SanityConfig
 from smat.jobs.study import SAMPLE_RULES, StudyConfig
+from smat.json_files import read_json
 from smat.models.source import ModelSource
 from smat.registry import STUDENT_SETTINGS
 from smat.training.loop import seed_folders
@@ -849,7 +850,7 @@ def study_score(config: StudyScore) -> int:
                              drop_all_dont_know=not config.keep_all_dont_know,
                              delimiter=config.delimiter)
     if config.compare is not None:
-        other = json.loads(Path(config.compare).read_text())
+        other = read_json(config.compare)
         report["spearman_with_compared"] = score_rank_correlation(report["score"],
                                                                   other["score"])
     plot_accuracy(report, Path(config.output_dir) / "accuracy.png")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -61,6 +60,7 @@ from smat.evaluation.plausibility import (
 from smat.evaluation.statistics import bootstrap_ci, holm_bonferroni, wilcoxon_greater
 from smat.jobs.explain import ExplainConfig, explain_data
 from smat.jobs.runs import load_run
+from smat.json_files import read_json
 from smat.models import functional
 from smat.models.inference import map_batches
 from smat.store import model_store
@@ -200,7 +200,7 @@ def load_groups(path: str | Path) -> tuple[str, np.ndarray]:
     if not path.is_file():
         raise FileNotFoundError(f"no grouping file at {path}; train the teacher with "
                                 "--training-dynamics, or write a JSON with 'split' and 'group'")
-    payload = json.loads(path.read_text())
+    payload = read_json(path)
     if "group" not in payload:
         raise ValueError(f"{path} has no 'group' list (one label per row)")
     split = payload.get("split", "test")

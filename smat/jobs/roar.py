@@ -26,7 +26,6 @@ seeds of a cell train together in one vmapped program, resumable as well).
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -51,6 +50,7 @@ from smat.evaluation.roar import (
 )
 from smat.jobs.explain import explain_encoded
 from smat.jobs.runs import DataConfig, load_examples, start_model
+from smat.json_files import read_json
 from smat.models import SequenceClassifier, functional
 from smat.models.source import ModelSource
 from smat.store import checkpoint
@@ -313,7 +313,7 @@ class RoarRunner:
                 config=self.train, seeds=seeds, output_dir=folders, progress=self.progress)
             for job, result in zip(todo, results, strict=True):
                 self._finish(job, graphdef, result, masked[job.folder])
-        return [json.loads((job.folder / "result.json").read_text()) for job in jobs]
+        return [read_json(job.folder / "result.json") for job in jobs]
 
     def _finish(self, job: Cell, graphdef: nnx.GraphDef, result: Any, masked: Splits) -> None:
         """Test a trained cell, run its follow-up, and write its ``result.json`` last."""

@@ -8,7 +8,6 @@ work is reused, unfinished training resumes from its last checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -41,6 +40,7 @@ from smat.evaluation.cartography import (
     group_counts,
     plot_data_map,
 )
+from smat.json_files import read_json
 from smat.models import ModelSource, SequenceClassifier, ViTConfig, functional, keep_first_layers
 from smat.registry import LEARNED, NO_EXPLAINER
 from smat.store import model_store
@@ -278,7 +278,7 @@ def reused_teacher(teacher_dir: str | Path) -> dict[str, Any] | None:
     DIR``), as it is, whatever its settings; None when the folder holds no finished run
     (the caller then trains one there)."""
     path = Path(teacher_dir) / "result.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json(path) if path.is_file() else None
 
 
 def run_teacher(
@@ -341,7 +341,7 @@ def run_teacher(
             if train.training_dynamics:
                 write_cartography(folders[i], seed=seeds[i])
             _finish_teacher(folders[i], data, parts, model, tokenizer, result, layout)
-    return [json.loads((folder / "result.json").read_text()) for folder in folders]
+    return [read_json(folder / "result.json") for folder in folders]
 
 
 def write_cartography(run_dir: str | Path, *, seed: int | None = None) -> dict[str, Any]:
@@ -403,7 +403,7 @@ def _image_normalisation(folder: Path) -> dict[str, Any]:
     Hugging Face checkpoint's (its ``preprocessor_config.json``); empty when it has none."""
     for name in ("model.json", "preprocessor_config.json"):
         if (folder / name).is_file():
-            recorded = json.loads((folder / name).read_text())
+            recorded = read_json(folder / name)
             return {key: recorded[key] for key in ("image_mean", "image_std")
                     if key in recorded}
     return {}
@@ -560,7 +560,7 @@ def run_student(
     if not (teacher_dir / "result.json").is_file():
         raise FileNotFoundError(f"{teacher_dir} is not a finished teacher run (no result.json); "
                                 "train one with `smat train-teacher --output-dir DIR`")
-    teacher_config = json.loads((teacher_dir / "config.json").read_text())
+    teacher_config = read_json(teacher_dir / "config.json")
     settings = [{"teacher_dir": str(teacher_dir), "teacher": settings_hash(teacher_config),
                  "num_examples": num_examples,
                  "student": dataclasses.asdict(with_loop(config, seed=seed))} for seed in seeds]
@@ -579,7 +579,7 @@ def run_student(
         for i, seed, result in zip(todo, todo_seeds, results, strict=True):
             _finish_student(folders[i], inputs, with_loop(config, seed=seed),
                             num_examples, result)
-    return [json.loads((folder / "result.json").read_text()) for folder in folders]
+    return [read_json(folder / "result.json") for folder in folders]
 
 
 def saved_data_config(source: model_store.TrainedModel | str | Path) -> DataConfig:
@@ -600,7 +600,7 @@ def saved_data_config(source: model_store.TrainedModel | str | Path) -> DataConf
             folder = folder / "model"
         if not (folder / "model.json").is_file():
             raise FileNotFoundError(f"{source} holds no trained model (no model.json)")
-        info = json.loads((folder / "model.json").read_text())
+        info = read_json(folder / "model.json")
     if "data" not in info:
         raise ValueError("this model was saved without its data settings (model.json has no "
                          "'data'); use a model trained by `smat train-teacher`")
@@ -651,7 +651,7 @@ def load_run(run: model_store.TrainedModel | str | Path, *, num_examples: int = 
                           model_input_layout(trained.model, trained.tokenizer, trained.info),
                           num_examples=num_examples, student_pool=student_pool)
     recorded = run_dir / "config.json" if run_dir is not None else None
-    source = (ModelSource.from_settings(json.loads(recorded.read_text()))
+    source = (ModelSource.from_settings(read_json(recorded))
               if recorded is not None and recorded.is_file() else None)
     return TeacherRun(trained, data, parts, source)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib.util
-import json
 import math
 import re
 import warnings
@@ -28,6 +27,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from smat.json_files import read_json
 from smat.models.heads import SequenceClassifier
 from smat.models.text import TextConfig
 from smat.models.vision import ViTConfig
@@ -366,7 +366,7 @@ def read_config(folder: Path) -> dict[str, Any]:
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"no config.json in checkpoint folder {folder}")
-    config = json.loads(config_file.read_text())
+    config = read_json(config_file)
     if not isinstance(config, dict):
         raise ValueError(f"{config_file} must hold a JSON object, got {type(config).__name__}")
     return config

@@ -11,7 +11,6 @@ run needs nothing but the folder:
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -19,6 +18,7 @@ from typing import Any, NamedTuple
 from flax import nnx
 
 from smat.data import Encoded, tokenize_texts
+from smat.json_files import read_json
 from smat.models import SequenceClassifier, TextConfig, ViTConfig, functional
 from smat.store import checkpoint
 from smat.store.run_log import write_json_atomic
@@ -73,7 +73,7 @@ def encoder_kind(path: str | Path) -> str | None:
     description = Path(path) / "model.json"
     if not description.is_file():
         return None
-    return json.loads(description.read_text()).get("encoder")
+    return read_json(description).get("encoder")
 
 
 def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
@@ -96,7 +96,7 @@ def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
     if not (path / "model.json").is_file():
         raise FileNotFoundError(f"{path} is not a smat trained-model folder (no model.json); "
                                 "train one with `smat train-teacher`")
-    info = json.loads((path / "model.json").read_text())
+    info = read_json(path / "model.json")
     if info.get("encoder") not in _CONFIG_TYPES:
         raise ValueError(f"{path}/model.json: unknown encoder {info.get('encoder')!r}; expected "
                          f"one of {sorted(_CONFIG_TYPES)}")

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 from jax.typing import ArrayLike
 
+from smat.json_files import read_json
+
 
 def check_finite(
     metrics: Mapping[str, ArrayLike] | Sequence[Mapping[str, ArrayLike]],
@@ -170,7 +172,7 @@ def check_run_settings(folder: str | Path, settings: Mapping[str, Any], *,
     if overwrite:
         shutil.rmtree(folder)
         return False
-    recorded = json.loads(path.read_text())
+    recorded = read_json(path)
     changed, added = _differences(recorded, _as_json(settings))
     if changed:
         listed = "; ".join(changed[:8]) + (f"; and {len(changed) - 8} more"
