@@ -1,7 +1,10 @@
 """The documentation runs: every Python block of the README quick start, the tutorial and
-the Flax how-to executes on a fresh install, every `smat` command they show parses, and
-the command-line reference page is the parser's current help."""
+the Flax how-to executes on a fresh install, every `smat` command they show parses, every
+experiment command the docs and the drivers' docstrings show parses, and the command-line
+reference page is the parser's current help."""
 
+import argparse
+import importlib
 import importlib.util
 import re
 import shlex
@@ -61,3 +64,45 @@ def test_cli_reference_page_is_current():
     assert (ROOT / "docs" / "cli_reference.md").read_text() == module.reference(), (
         "docs/cli_reference.md is stale: python scripts/cli_reference.py > "
         "docs/cli_reference.md")
+
+
+def _experiment_commands() -> list[tuple[str, str, list[str]]]:
+    """Every `python experiments/NAME.py ...` command the docs and the drivers' docstrings
+    show: (where, driver, argv)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
+             *sorted((ROOT / "experiments").glob("*.py"))]
+    found = []
+    for page in pages:
+        if "results" in page.relative_to(ROOT).parts:
+            continue
+        # a docstring writes its line continuations as "\\", a page as "\"
+        text = re.sub(r"\\\\?\n\s*", " ", page.read_text())
+        for match in re.finditer(r"python experiments/(\w+)\.py([^`\n#]*)", text):
+            found.append((page.name, match.group(1), shlex.split(match.group(2))))
+    return found
+
+
+class _Parsed(Exception):
+    """Raised in place of running a driver, once its flags have parsed."""
+
+
+def test_every_experiment_command_shown_parses(monkeypatch):
+    commands = _experiment_commands()
+    assert len({driver for _, driver, _ in commands}) >= 10, commands
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    parse = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(parser, args=None, namespace=None):
+        parse(parser, args, namespace)
+        raise _Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    stale = []
+    for where, driver, argv in commands:
+        try:
+            importlib.import_module(driver).main(argv)
+        except _Parsed:
+            continue
+        except SystemExit:
+            stale.append(f"{where}: experiments/{driver}.py {shlex.join(argv)}")
+    assert stale == []
