@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 import command_line  # noqa: E402
 import jukic_agreement  # noqa: E402
 import smat_digits  # noqa: E402
+import smat_leakage_control  # noqa: E402
 import smat_sweep  # noqa: E402
 import smat_table1  # noqa: E402
 import smat_table2_plausibility  # noqa: E402
@@ -515,3 +516,35 @@ def test_an_earlier_runs_unreadable_file_is_named_with_its_flag(tmp_path, capsys
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and "Traceback" not in err
     assert f"{tmp_path / 'config.json'} is not valid JSON: " in err
+
+
+def test_leakage_control_pairs_the_control_with_its_cells_students(tmp_path, capsys):
+    results = Path(__file__).resolve().parents[1] / "docs" / "results" / "smat_table1_sst2"
+    cells = [results / f"n500_{name}.json" for name in ("none", "attention_all", "smat")]
+    smat_run = json.loads(cells[2].read_text())
+    # a control whose every student is 2 points below its SMaT twin of the same seed
+    control = {**smat_run, "explanation_source": "shuffled_text", "records": [
+        {**r, "test": {**r["test"], "accuracy": r["test"]["accuracy"] - 0.02}}
+        for r in smat_run["records"]]}
+    (tmp_path / "control.json").write_text(json.dumps(control))
+    smat_leakage_control.main(["--control", str(tmp_path / "control.json"), "--cells",
+                               *map(str, cells), "--output-dir", str(tmp_path / "out")])
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = {(r["candidate"], r["baseline"]): r for r in summary["paired_over_seeds"]}
+    assert rows["smat", "smat_shuffled_text"]["wins"] == 5
+    assert rows["smat", "smat_shuffled_text"]["median_difference"] == pytest.approx(0.02)
+    assert rows["smat", "smat_shuffled_text"]["p_value"] == pytest.approx(1 / 32)
+    # the committed cells' own comparison comes out as Table 1's did
+    none = {r["seed"]: r["test"]["accuracy"] for r in json.loads(cells[0].read_text())["records"]}
+    ours = {r["seed"]: r["test"]["accuracy"] for r in smat_run["records"]}
+    assert rows["smat", "none"]["wins"] == sum(ours[s] > none[s] for s in ours)
+    assert "| smat_shuffled_text |" in (tmp_path / "out" / "table.md").read_text()
+    capsys.readouterr()
+    # a control from another teacher, or a run that is not a control, is refused
+    for changed, said in (({"teacher_test": {"accuracy": 0.5}}, "different teachers"),
+                          ({"explanation_source": "text"}, "--explanation-source")):
+        (tmp_path / "bad.json").write_text(json.dumps({**control, **changed}))
+        with pytest.raises(SystemExit) as stopped:
+            smat_leakage_control.main(["--control", str(tmp_path / "bad.json"), "--cells",
+                                       *map(str, cells), "--output-dir", str(tmp_path / "x")])
+        assert stopped.value.code == 2 and said in capsys.readouterr().err
