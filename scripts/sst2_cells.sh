@@ -2,11 +2,12 @@
 # Issue 33's remaining SST-2 Table 1 cells at the reference's time scale, one after another,
 # each a resumable call of experiments/smat_table1.py (hours per cell on 2 CPU cores):
 #   1. the leakage control: n=500 SMaT students on explanations of shuffled text (the
-#      teacher is trained first, in $OUT/teacher, if it has not finished);
+#      teacher is trained first, in $OUT/teacher, if it has not finished), then its
+#      comparison with the n=500 cell's students;
 #   2. n=1000: none, attention_all, smat.
 # Each finished cell's results.json and table.md are copied to docs/results/smat_table1_sst2/
 # and committed. A cell's process grows to 14-15 GB between evaluations, so above
-# LIMIT_KB of resident memory it is interrupted (SIGINT: it keeps its last checkpoint) and
+# LIMIT_KB of resident memory it is interrupted (SIGINT: it checkpoints its running step) and
 # restarted; `touch runs/sst2_pause` interrupts it and waits until the file is removed
 # (for timing runs). A cell that fails three times without being interrupted stops the
 # queue. Usage:  nohup scripts/sst2_cells.sh > runs/sst2_cells.log 2>&1 &
@@ -58,6 +59,18 @@ run_cell() {
 
 run_cell control_n500_smat "$CONTROL_OUT" --teacher "$OUT/teacher" \
   --explainers smat --sizes 500 --explanation-source shuffled_text
+# the control paired by seed with its cell's students (experiments/smat_leakage_control.py)
+if [ ! -f "$RESULTS/control_n500_comparison.md" ]; then
+  .venv/bin/python experiments/smat_leakage_control.py \
+    --control "$RESULTS/control_n500_smat.json" --cells "$RESULTS/n500_none.json" \
+    "$RESULTS/n500_attention_all.json" "$RESULTS/n500_smat.json" \
+    --output-dir runs/smat_leakage_control_sst2 \
+  && cp runs/smat_leakage_control_sst2/table.md "$RESULTS/control_n500_comparison.md" \
+  && cp runs/smat_leakage_control_sst2/results.json "$RESULTS/control_n500_comparison.json" \
+  && git add "$RESULTS/control_n500_comparison.md" "$RESULTS/control_n500_comparison.json" \
+  && git commit -q -m "SST-2 leakage control paired with its cell's students (issue 33)" \
+    -- "$RESULTS/control_n500_comparison.md" "$RESULTS/control_n500_comparison.json"
+fi
 for explainer in none attention_all smat; do
   run_cell "n1000_$explainer" "$OUT" --explainers "$explainer" --sizes 1000
 done
