@@ -68,6 +68,30 @@ def test_several_files_are_one_split(tmp_path):
     assert data.texts == ("x", "y")
 
 
+@pytest.mark.parametrize("sep, suffix", [(",", ".csv"), ("\t", ".tsv")])
+def test_files_with_different_headers_are_named_before_loading(tmp_path, sep, suffix):
+    a = _write_csv(tmp_path / f"a{suffix}", [("x", 0)], sep=sep)
+    b = _write_csv(tmp_path / f"b{suffix}", [("y", 1)], header=("text", "lab"), sep=sep)
+    with pytest.raises(ValueError, match=(rf"data files '{a}' and '{b}' have different "
+                                          r"columns \(\['text', 'label'\] and \['text', "
+                                          r"'lab'\]\)")):
+        load_dataset([a, b], cache_dir=str(tmp_path / "cache"))
+
+
+def test_a_file_datasets_cannot_read_is_named_with_the_cause(tmp_path):
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("text,label\na,1\nb,0,extra,more\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=(rf"could not read the data file\(s\) \['{ragged}'\]: "
+                                          r"ParserError: .*Expected 2 fields in line 3, saw 4")):
+        load_dataset(ragged, cache_dir=str(tmp_path / "cache"))
+    # json lines with other keys: no header to compare, the cause says it
+    (tmp_path / "a.jsonl").write_text('{"text": "a", "label": 1}\n')
+    (tmp_path / "b.jsonl").write_text('{"text": "b", "labels": 0}\n')
+    with pytest.raises(ValueError, match=r"CastError: .*column names don't match"):
+        load_dataset([tmp_path / "a.jsonl", tmp_path / "b.jsonl"],
+                     cache_dir=str(tmp_path / "cache"))
+
+
 def test_missing_text_column_lists_available(csv_file, tmp_path):
     with pytest.raises(ValueError, match=r"text_column='sentence'.*available columns: "
                                          r"\['text', 'label'\]"):

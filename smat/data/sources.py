@@ -63,6 +63,7 @@ def _local_files(source: Source) -> list[Path] | None:
     suffixes = {_local_format(p) for p in paths}
     if len(formats) > 1 or (".tsv" in suffixes and len(suffixes) > 1):
         raise ValueError(f"all data files must share one format, got {sorted(suffixes)}")
+    _check_same_columns(paths)
     return paths
 
 
@@ -90,9 +91,33 @@ def _check_text_file(path: Path) -> None:
                          "least one example")
 
 
+def _header(path: Path) -> list[str] | None:
+    """The column names in the first line of a csv / tsv data file (None for other formats
+    and .zst, which the standard library cannot open)."""
+    suffix = _local_format(path)
+    if LOCAL_FORMATS[suffix] != "csv" or path.suffix.lower() == ".zst":
+        return None
+    with _OPENERS.get(path.suffix.lower(), open)(path, "rt", encoding="utf-8") as stream:
+        first = stream.readline().rstrip("\r\n")
+    return next(csv.reader([first], delimiter="\t" if suffix == ".tsv" else ","), [])
+
+
+def _check_same_columns(paths: list[Path]) -> None:
+    """Refuse csv / tsv files loaded together whose headers differ, naming both (`datasets`
+    fails on them with "An error occurred while generating the dataset")."""
+    headers = [(path, _header(path)) for path in paths]
+    first_path, first = headers[0]
+    for path, header in headers[1:]:
+        if header is not None and first is not None and header != first:
+            raise ValueError(f"data files {str(first_path)!r} and {str(path)!r} have different "
+                             f"columns ({first} and {header}); files loaded together must "
+                             "share one header")
+
+
 def _load_local(paths: list[Path], *, split: str, text_columns: list[str],
                 cache_dir: str | None) -> Any:
     import datasets
+    from datasets.exceptions import DatasetGenerationError
 
     suffix = _local_format(paths[0])
     builder = LOCAL_FORMATS[suffix]
@@ -103,8 +128,13 @@ def _load_local(paths: list[Path], *, split: str, text_columns: list[str],
                       converters={c: str for c in text_columns})
         if suffix == ".tsv":
             kwargs.update(sep="\t", quoting=csv.QUOTE_NONE)
-    return datasets.load_dataset(builder, data_files={split: [str(p) for p in paths]},
-                                 split=split, cache_dir=cache_dir, **kwargs)
+    try:
+        return datasets.load_dataset(builder, data_files={split: [str(p) for p in paths]},
+                                     split=split, cache_dir=cache_dir, **kwargs)
+    except DatasetGenerationError as error:  # its own message names neither file nor cause
+        cause = error.__cause__ or error.__context__ or error
+        raise ValueError(f"could not read the data file(s) {[str(p) for p in paths]}: "
+                         f"{type(cause).__name__}: {' '.join(str(cause).split())}") from error
 
 
 def load_hub(source: str, *, name: str | None, split: str, cache_dir: str | None) -> Any:
