@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from smat.data.dataset import RationaleDataset, TextDataset, encode_labels
+from smat.data.dataset import RareLabelWarning, RationaleDataset, TextDataset, encode_labels
 
 
 def test_string_labels_get_a_sorted_vocabulary():
@@ -104,3 +104,23 @@ def test_rationale_dataset_checks_mask_lengths_and_selects():
         RationaleDataset(data=data, word_masks=(masks[0], np.array([True, True])))
     with pytest.raises(ValueError, match="no text_pairs"):
         RationaleDataset(data=data, word_masks=None, pair_word_masks=masks)
+
+
+def test_a_rare_class_in_an_inferred_vocabulary_is_warned_about():
+    # "positve" among 400 rows trains as a third class; a stray 11 implies ten classes
+    with pytest.warns(RareLabelWarning, match=r"1 of its 3 classes have fewer than 5 of 401 "
+                                              r"rows: 'positve' \(1 row, e\.g\. row 400\)"):
+        labels, names = encode_labels(["positive"] * 200 + ["negative"] * 200 + ["positve"],
+                                      task="classification")
+    assert names == ("negative", "positive", "positve") and labels[-1] == 2
+    with pytest.warns(RareLabelWarning, match=r"10 of its 12 classes .* '2' \(0 rows\)"):
+        encode_labels([0] * 200 + [1] * 200 + [11], task="classification")
+
+
+def test_no_rare_label_warning_for_a_given_vocabulary_or_small_data(recwarn):
+    rows = ["positive"] * 200 + ["negative"] * 200 + ["neutral"]
+    encode_labels(rows, task="classification", num_labels=3)  # the user said 3 classes
+    encode_labels(rows, task="classification", label_names=["negative", "neutral", "positive"])
+    encode_labels([0] * 99 + [1] * 99 + [2], task="classification")  # too little to judge
+    encode_labels(["a"] * 100 + ["b"] * 5, task="classification")  # 5 rows is a class
+    assert not [w for w in recwarn if issubclass(w.category, RareLabelWarning)]

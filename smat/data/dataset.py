@@ -11,12 +11,22 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 TASKS = ("classification", "regression")
+# A class this small in a column whose largest class has at least RARE_LABEL_CONTEXT rows
+# is more likely a typo (a class of its own) or an unused id than data: it is warned about.
+RARE_LABEL_ROWS = 5
+RARE_LABEL_CONTEXT = 100
+
+
+class RareLabelWarning(UserWarning):
+    """An inferred label vocabulary holds a class with almost no rows (see
+    :func:`encode_labels`)."""
 
 
 def check_task(task: str) -> None:
@@ -229,8 +239,14 @@ def encode_labels(
       ValueError: a missing value, a label outside num_labels or the vocabulary, or a
         vocabulary whose size disagrees with num_labels.
       TypeError: a label type that fits neither task.
+
+    Warns:
+      RareLabelWarning: a vocabulary inferred from the data (neither `num_labels` nor
+        `label_names` given) has a class with fewer than 5 rows while its largest has at
+        least 100 (a typo, or ids a stray large id implies).
     """
     check_task(task)
+    inferred = num_labels is None and label_names is None  # the vocabulary comes from the data
     values = list(values)
     for i, v in enumerate(values):
         if _is_missing(v):
@@ -280,7 +296,10 @@ def encode_labels(
         if unknown:
             raise ValueError(f"column {column!r} has labels {unknown[:5]} outside the label "
                              f"vocabulary {names}")
-        return np.asarray([index[v] for v in values], dtype=np.int32), names
+        labels = np.asarray([index[v] for v in values], dtype=np.int32)
+        if inferred:
+            _warn_rare_labels(labels, names, column=column)
+        return labels, names
 
     ids = []
     for i, v in enumerate(values):
@@ -298,4 +317,27 @@ def encode_labels(
                          f"(rows {bad[:5].tolist()}) outside [0, num_labels={num_labels})")
     if label_names is None:
         names = tuple(str(i) for i in range(num_labels))
+        if inferred:
+            _warn_rare_labels(labels, names, column=column)
     return labels.astype(np.int32), names
+
+
+def _warn_rare_labels(labels: np.ndarray, names: Sequence[str], *, column: str) -> None:
+    """Warn about classes of an inferred vocabulary with fewer than RARE_LABEL_ROWS rows
+    when the largest has at least RARE_LABEL_CONTEXT: "positve" among 3,000 "positive" /
+    "negative" rows, or the ids 2-10 a single "11" implies, would each train as a class."""
+    counts = np.bincount(labels, minlength=len(names))
+    if counts.max() < RARE_LABEL_CONTEXT:
+        return
+    rare = [i for i in range(len(names)) if counts[i] < RARE_LABEL_ROWS]
+    if not rare:
+        return
+    described = ", ".join(
+        f"{names[i]!r} ({counts[i]} row{'' if counts[i] == 1 else 's'}"
+        + (f", e.g. row {int(np.argmax(labels == i))})" if counts[i] else ")")
+        for i in rare[:5])
+    warnings.warn(RareLabelWarning(
+        f"column {column!r}: {len(rare)} of its {len(names)} classes have fewer than "
+        f"{RARE_LABEL_ROWS} of {labels.size} rows: {described}"
+        f"{' ...' if len(rare) > 5 else ''}; each trains as a class of its own. A typo in a "
+        "label? Fix those rows"), stacklevel=3)
