@@ -40,7 +40,7 @@ from smat.evaluation.cartography import (
     group_counts,
     plot_data_map,
 )
-from smat.json_files import read_json
+from smat.json_files import read_json, recorded_dataclass
 from smat.models import ModelSource, SequenceClassifier, ViTConfig, functional, keep_first_layers
 from smat.registry import LEARNED, NO_EXPLAINER
 from smat.store import model_store
@@ -593,18 +593,18 @@ def saved_data_config(source: model_store.TrainedModel | str | Path) -> DataConf
       FileNotFoundError: a folder without a saved model.
     """
     if isinstance(source, model_store.TrainedModel):
-        info = source.info
+        info, where = source.info, "the model's model.json"
     else:
         folder = Path(source)
         if (folder / "model" / "model.json").is_file():
             folder = folder / "model"
         if not (folder / "model.json").is_file():
             raise FileNotFoundError(f"{source} holds no trained model (no model.json)")
-        info = read_json(folder / "model.json")
+        info, where = read_json(folder / "model.json"), folder / "model.json"
     if "data" not in info:
         raise ValueError("this model was saved without its data settings (model.json has no "
                          "'data'); use a model trained by `smat train-teacher`")
-    return DataConfig(**info["data"])
+    return recorded_dataclass(DataConfig, info["data"], source=f"{where} ('data')")
 
 
 class TeacherRun(NamedTuple):

@@ -30,7 +30,7 @@ from smat.explainers import (
     head_weights,
 )
 from smat.explainers import apply as apply_attention_explainer
-from smat.json_files import read_json
+from smat.json_files import read_json, recorded_dataclass
 from smat.store import checkpoint
 from smat.store.run_log import write_json_atomic
 
@@ -75,7 +75,8 @@ def load_explainer(path: str | Path) -> LoadedExplainer:
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path} holds no saved explainer (no config.json); save one with "
                                 "smat.store.explainer_store.save_explainer or `smat train-student`")
-    config = AttentionExplainerConfig(**read_json(path / "config.json"))
+    config = recorded_dataclass(AttentionExplainerConfig, read_json(path / "config.json"),
+                                source=path / "config.json")
     target = {"phi": jax.ShapeDtypeStruct((config.num_coefficients,), np.float32)}
     restored, _ = checkpoint.restore(path / "params", target=target)
     return LoadedExplainer(AttentionExplainerParams(phi=restored["phi"]), config)

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from flax import nnx
 
 from smat.data import Encoded, tokenize_texts
-from smat.json_files import read_json
+from smat.json_files import read_json, recorded_dataclass
 from smat.models import SequenceClassifier, TextConfig, ViTConfig, functional
 from smat.store import checkpoint
 from smat.store.run_log import write_json_atomic
@@ -100,7 +100,8 @@ def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
     if info.get("encoder") not in _CONFIG_TYPES:
         raise ValueError(f"{path}/model.json: unknown encoder {info.get('encoder')!r}; expected "
                          f"one of {sorted(_CONFIG_TYPES)}")
-    config = _CONFIG_TYPES[info["encoder"]](**info["encoder_config"])
+    config = recorded_dataclass(_CONFIG_TYPES[info["encoder"]], info["encoder_config"],
+                                source=f"{path}/model.json ('encoder_config')")
 
     def build() -> SequenceClassifier:
         return SequenceClassifier(config, num_labels=info["num_labels"], task=info["task"],
