@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import traceback
+import types
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -36,21 +37,28 @@ class CommandEnded(SystemExit):
     (``code``: the exit status). Uncaught, it exits like any SystemExit."""
 
 
+def _innermost_frame(error: BaseException) -> types.FrameType | None:
+    """The frame that raised `error`: the last of its traceback."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return None if tb is None else tb.tb_frame
+
+
 def raised_by_check(error: BaseException, code_folders: Sequence[Path] = ()) -> bool:
     """Whether `error` was raised by smat's code or code under one of `code_folders`: the
     innermost frame of its traceback lies there (a ``raise`` of an input check), not inside
     another library."""
-    innermost = traceback.extract_tb(error.__traceback__)[-1:]
-    return any(Path(frame.filename).resolve().is_relative_to(folder.resolve())
-               for frame in innermost for folder in (SMAT_CODE, *code_folders))
+    frame = _innermost_frame(error)
+    return frame is not None and any(
+        Path(frame.f_code.co_filename).resolve().is_relative_to(folder.resolve())
+        for folder in (SMAT_CODE, *code_folders))
 
 
 def _raising_module(error: BaseException) -> str:
     """The top-level package whose code raised `error` (e.g. ``jax``)."""
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return "?" if tb is None else tb.tb_frame.f_globals.get("__name__", "?").split(".")[0]
+    frame = _innermost_frame(error)
+    return "?" if frame is None else frame.f_globals.get("__name__", "?").split(".")[0]
 
 
 @contextlib.contextmanager

@@ -48,6 +48,7 @@ def _local_files(source: Source) -> list[Path] | None:
         if len(items) == 1:
             return None
         raise ValueError(f"a list source must name local files, got {items}")
+    first_lines: dict[Path, str | None] = {}
     for p in paths:
         if p.is_dir():
             raise ValueError(f"data source {str(p)!r} is a folder; pass its data files "
@@ -58,54 +59,57 @@ def _local_files(source: Source) -> list[Path] | None:
             raise ValueError(f"data file {str(p)!r} has an unsupported extension; expected one "
                              f"of {sorted(LOCAL_FORMATS)} (optionally + {_COMPRESSIONS})")
         if LOCAL_FORMATS[_local_format(p)] != "parquet":
-            _check_text_file(p)
+            first_lines[p] = _check_text_file(p)
     formats = {LOCAL_FORMATS[_local_format(p)] for p in paths}
     suffixes = {_local_format(p) for p in paths}
     if len(formats) > 1 or (".tsv" in suffixes and len(suffixes) > 1):
         raise ValueError(f"all data files must share one format, got {sorted(suffixes)}")
-    _check_same_columns(paths)
+    _check_same_columns(paths, first_lines)
     return paths
 
 
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 
 
-def _check_text_file(path: Path) -> None:
+def _check_text_file(path: Path) -> str | None:
     """Refuse an empty or non-UTF-8 text data file, naming it and the first bad line
-    (`datasets` would fail deep inside its builder with a long traceback)."""
+    (`datasets` would fail deep inside its builder with a long traceback). Returns the
+    file's first line (None for .zst, which the standard library cannot open)."""
     suffix = path.suffix.lower()
     if suffix == ".zst":  # no decompressor in the standard library: left to `datasets`
-        return
+        return None
+    first = None
     with _OPENERS.get(suffix, open)(path, "rb") as stream:
         empty = True
         for number, line in enumerate(stream, start=1):
             empty = empty and not line.strip()
             try:
-                line.decode("utf-8")
+                text = line.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise ValueError(f"data file {str(path)!r} is not UTF-8 text: line {number}, "
                                  f"byte {error.start + 1} ({line[error.start:error.start + 1]!r}"
                                  "); re-save it as UTF-8") from None
+            first = text if first is None else first
     if empty:
         raise ValueError(f"data file {str(path)!r} is empty: it needs a header row and at "
                          "least one example")
+    return first
 
 
-def _header(path: Path) -> list[str] | None:
-    """The column names in the first line of a csv / tsv data file (None for other formats
-    and .zst, which the standard library cannot open)."""
+def _header(path: Path, first_line: str | None) -> list[str] | None:
+    """The column names in `first_line` of a csv / tsv data file (None for other formats
+    and for an unread first line)."""
     suffix = _local_format(path)
-    if LOCAL_FORMATS[suffix] != "csv" or path.suffix.lower() == ".zst":
+    if LOCAL_FORMATS[suffix] != "csv" or first_line is None:
         return None
-    with _OPENERS.get(path.suffix.lower(), open)(path, "rt", encoding="utf-8") as stream:
-        first = stream.readline().rstrip("\r\n")
-    return next(csv.reader([first], delimiter="\t" if suffix == ".tsv" else ","), [])
+    first_line = first_line.rstrip("\r\n")
+    return next(csv.reader([first_line], delimiter="\t" if suffix == ".tsv" else ","), [])
 
 
-def _check_same_columns(paths: list[Path]) -> None:
+def _check_same_columns(paths: list[Path], first_lines: dict[Path, str | None]) -> None:
     """Refuse csv / tsv files loaded together whose headers differ, naming both (`datasets`
     fails on them with "An error occurred while generating the dataset")."""
-    headers = [(path, _header(path)) for path in paths]
+    headers = [(path, _header(path, first_lines.get(path))) for path in paths]
     first_path, first = headers[0]
     for path, header in headers[1:]:
         if header is not None and first is not None and header != first:
