@@ -56,6 +56,49 @@ def test_load_run_reads_each_setting_from_its_one_saved_copy(tiny_teacher):
         load_run(tiny_teacher / "checkpoints")
 
 
+def test_a_teacher_data_file_changed_since_training_is_refused(tiny_teacher, tmp_path,
+                                                              monkeypatch):
+    """Students rebuild the teacher's splits from its data files: an edited file would
+    give them other rows than the teacher held out, so it is refused, for a model that
+    records its data's fingerprint and for one saved before it did (the run's
+    config.json has it); a missing relative path names the current folder."""
+    import shutil
+
+    from smat.jobs.runs import load_run, student_pool_size
+
+    run = tmp_path / "teacher"
+    shutil.copytree(tiny_teacher, run, ignore=shutil.ignore_patterns("checkpoints"))
+    model_json = run / "model" / "model.json"
+    info = json.loads(model_json.read_text())
+    recorded = json.loads((run / "config.json").read_text())["data_fingerprint"]
+    assert info["data_fingerprint"] == recorded
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(info["data"]["source"], data / "reviews.csv")
+    info["data"]["source"] = "reviews.csv"  # relative, as most users type it
+    model_json.write_text(json.dumps(info))
+    monkeypatch.chdir(data)
+    pool = student_pool_size(run)
+    assert len(load_run(run / "model", num_examples=16).parts.student_train.labels) == 16
+
+    original = (data / "reviews.csv").read_text()
+    (data / "reviews.csv").write_text(original + original.splitlines()[-1] + "\n")
+    for old_model in (False, True):
+        if old_model:
+            del info["data_fingerprint"]
+            model_json.write_text(json.dumps(info))
+        with pytest.raises(ValueError, match="source 'reviews.csv' changed since it was trained"):
+            student_pool_size(run)
+    with pytest.raises(ValueError, match="changed since it was trained"):
+        load_run(run, num_examples=16)
+
+    (data / "reviews.csv").write_text(original)
+    assert student_pool_size(run) == pool
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="relative path is read from the current folder"):
+        load_run(run, num_examples=16)
+
+
 def test_every_seed_starts_from_one_student_initialisation_unless_asked(tiny_teacher, tmp_path):
     """The authors' students share their initial parameters, task head included; seeds
     vary only the data order, dropout and validation draws (``per_seed_init`` keeps one

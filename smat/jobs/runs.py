@@ -469,7 +469,8 @@ def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, mod
                      if isinstance(layout, PatchLayout) else {})
     model_store.save(output_dir / "model", model, tokenizer, params=result.params,
                      max_len=data.max_len, label_names=record["label_names"],
-                     data=dataclasses.asdict(data), **normalisation)
+                     data=dataclasses.asdict(data), data_fingerprint=data_fingerprint(data),
+                     **normalisation)
     write_json_atomic(output_dir / "result.json", record)
     return record
 
@@ -582,29 +583,80 @@ def run_student(
     return [read_json(folder / "result.json") for folder in folders]
 
 
+def _model_and_run_folders(source: str | Path) -> tuple[Path, Path | None]:
+    """A saved teacher's model folder and its run folder (None for a model folder given
+    alone): `source` is either."""
+    folder = Path(source)
+    if (folder / "model" / "model.json").is_file():
+        return folder / "model", folder
+    return folder, None
+
+
+def _saved_model_info(source: model_store.TrainedModel | str | Path
+                      ) -> tuple[dict[str, Any], str, Path | None]:
+    """A saved teacher's ``model.json`` facts, where they were read (for messages) and its
+    run folder (None for a loaded model or a model folder given alone)."""
+    if isinstance(source, model_store.TrainedModel):
+        return source.info, "the model's model.json", None
+    model_dir, run_dir = _model_and_run_folders(source)
+    if not (model_dir / "model.json").is_file():
+        raise FileNotFoundError(f"{source} holds no trained model (no model.json)")
+    return read_json(model_dir / "model.json"), str(model_dir / "model.json"), run_dir
+
+
 def saved_data_config(source: model_store.TrainedModel | str | Path) -> DataConfig:
     """The data settings a teacher trained on, from the one copy kept with its model
     (``model.json``'s "data"): `source` is a loaded model, a trained-model folder or a
-    teacher run folder (whose model is ``model/``). Every job that rebuilds a teacher's
-    splits reads them here.
+    teacher run folder (whose model is ``model/``).
 
     Raises:
       ValueError: a model saved without its data settings (not by ``smat train-teacher``).
       FileNotFoundError: a folder without a saved model.
     """
-    if isinstance(source, model_store.TrainedModel):
-        info, where = source.info, "the model's model.json"
-    else:
-        folder = Path(source)
-        if (folder / "model" / "model.json").is_file():
-            folder = folder / "model"
-        if not (folder / "model.json").is_file():
-            raise FileNotFoundError(f"{source} holds no trained model (no model.json)")
-        info, where = read_json(folder / "model.json"), folder / "model.json"
+    info, where, _ = _saved_model_info(source)
     if "data" not in info:
         raise ValueError("this model was saved without its data settings (model.json has no "
                          "'data'); use a model trained by `smat train-teacher`")
     return recorded_dataclass(DataConfig, info["data"], source=f"{where} ('data')")
+
+
+def teacher_examples(source: model_store.TrainedModel | str | Path
+                     ) -> tuple[DataConfig, TextDataset | ImageDataset]:
+    """The data settings a teacher trained on (:func:`saved_data_config`) and its examples,
+    read again from the files they name. Every job that rebuilds a teacher's splits reads
+    them here, so its students never split other rows than the teacher held out: a data
+    file whose content changed since the teacher trained is refused (the content
+    fingerprint recorded in ``model.json``, or for a model saved before it was recorded
+    there, in the run folder's ``config.json``).
+
+    Args:
+      source: as :func:`saved_data_config`.
+
+    Raises:
+      FileNotFoundError: a recorded data file is not there (a relative path is read from
+        the current folder), or as :func:`saved_data_config`.
+      ValueError: a data file changed since the teacher trained, or as
+        :func:`saved_data_config` and :func:`load_examples`.
+    """
+    data = saved_data_config(source)
+    info, where, run_dir = _saved_model_info(source)
+    recorded = info.get("data_fingerprint")
+    if recorded is None and run_dir is not None and (run_dir / "config.json").is_file():
+        recorded = read_json(run_dir / "config.json").get("data_fingerprint")
+    try:
+        dataset = load_examples(data)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"{error}; {where} records it as the teacher's data (a relative "
+                                f"path is read from the current folder, {Path.cwd()}: run "
+                                "where the teacher was trained)") from None
+    now = data_fingerprint(data) or {}
+    for role, fingerprint in (recorded or {}).items():
+        if now.get(role) != fingerprint:
+            raise ValueError(f"the teacher's {role} {getattr(data, role)!r} changed since it "
+                             f"was trained (content fingerprint {fingerprint}, now "
+                             f"{now.get(role)}; {where}): its students would not split the "
+                             "rows it held out; restore the file(s) or train a new teacher")
+    return data, dataset
 
 
 class TeacherRun(NamedTuple):
@@ -636,18 +688,16 @@ def load_run(run: model_store.TrainedModel | str | Path, *, num_examples: int = 
       student_pool: where the students' pool comes from (``StudentTrainConfig.student_pool``).
 
     Raises:
-      FileNotFoundError: a folder without a saved model.
-      ValueError: a model saved without its data settings, or as :func:`protocol_data`.
+      FileNotFoundError: a folder without a saved model, or as :func:`teacher_examples`.
+      ValueError: as :func:`teacher_examples` and :func:`protocol_data`.
     """
     if isinstance(run, model_store.TrainedModel):
         trained, run_dir = run, None
     else:
-        run_dir = Path(run)
-        model_dir = run_dir / "model" if (run_dir / "model" / "model.json").is_file() else run_dir
-        run_dir = run_dir if model_dir != run_dir else None
+        model_dir, run_dir = _model_and_run_folders(run)
         trained = model_store.load(model_dir)
-    data = saved_data_config(trained)
-    parts = protocol_data(data, load_examples(data),
+    data, dataset = teacher_examples(run)
+    parts = protocol_data(data, dataset,
                           model_input_layout(trained.model, trained.tokenizer, trained.info),
                           num_examples=num_examples, student_pool=student_pool)
     recorded = run_dir / "config.json" if run_dir is not None else None
@@ -659,8 +709,8 @@ def load_run(run: model_store.TrainedModel | str | Path, *, num_examples: int = 
 def student_pool_size(teacher_dir: str | Path, student_pool: str = "held_out") -> int:
     """How many rows a student of this teacher can train on at most (its data's student
     pool), so a grid of sizes is checked before any student trains."""
-    data = saved_data_config(teacher_dir)
-    return len(protocol_splits(data, load_examples(data),
+    data, dataset = teacher_examples(teacher_dir)
+    return len(protocol_splits(data, dataset,
                                student_pool=student_pool).student.pool)
 
 

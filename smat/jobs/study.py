@@ -39,7 +39,7 @@ from smat.evaluation.plausibility import word_level_scores
 from smat.evaluation.study_tasks import HIDDEN, assign_packages, shown_words
 from smat.jobs.annotation_page import write_annotation_pages
 from smat.jobs.explain import ExplainConfig, explain_data
-from smat.jobs.runs import load_examples, protocol_splits, saved_data_config
+from smat.jobs.runs import protocol_splits, teacher_examples
 from smat.models import functional
 from smat.models.inference import predict_logits, predictions_from_logits
 from smat.store import model_store
@@ -88,8 +88,7 @@ class StudyConfig:
 
 def held_out_texts(trained: model_store.TrainedModel) -> TextDataset:
     """The texts and gold labels of the model's held-out test split (its protocol split)."""
-    config = saved_data_config(trained)
-    dataset = load_examples(config)
+    config, dataset = teacher_examples(trained)
     rows = protocol_splits(config, dataset).student.test
     return dataset.select(rows)
 
