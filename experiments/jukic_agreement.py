@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,6 +73,7 @@ from smat.jobs.reports import (
     sample_per_group,
 )
 from smat.jobs.runs import DataConfig, run_teacher
+from smat.json_files import read_json
 from smat.models import ModelSource
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic
@@ -176,7 +176,7 @@ def run(variant: str, *, data_dir: str, output_dir: str | Path, model_source: st
     others = config["seeds"][1:]
     records, models, run_dirs = {}, {}, {}
     for name, (train, grid_run) in trains.items():
-        records[name] = [json.loads((grid_run / "result.json").read_text())]
+        records[name] = [read_json(grid_run / "result.json")]
         run_dirs[name] = [grid_run]
         if others:
             records[name] += run_teacher(data=config["data"], train=train, seeds=others,
@@ -200,7 +200,7 @@ def run(variant: str, *, data_dir: str, output_dir: str | Path, model_source: st
     f1 = {name: [100 * r["test"]["macro_f1"] for r in rs] for name, rs in records.items()}
     summary = {"variant": variant, "weights": weights, "test_f1": f1,
                "pairwise_base": pairwise, "comparison": comparison, "by_group": by_group,
-               "group_counts": json.loads((first_base / "cartography.json").read_text())[
+               "group_counts": read_json(first_base / "cartography.json")[
                    "counts"],
                "seconds_training": trained_seconds,
                "seconds_total": round(time.perf_counter() - start, 1)}

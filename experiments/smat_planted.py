@@ -58,7 +58,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -73,6 +72,7 @@ from flax import nnx
 
 from smat import explainers
 from smat.evaluation.statistics import format_median_iqr
+from smat.json_files import read_json
 from smat.models import SequenceClassifier, TextConfig, functional
 from smat.parallel import commit
 from smat.store.run_log import write_json_atomic
@@ -773,9 +773,9 @@ def run(variant: str, *, output_dir: str | Path, arms: Sequence[str] | None = No
             probe_path = output_dir / "cells" / arm / f"data{data_seed}_direction.json"
             wants_probe = arm in config.probe_arms
             if cell_path.is_file() and (not wants_probe or probe_path.is_file()):
-                records.append(json.loads(cell_path.read_text()))
+                records.append(read_json(cell_path))
                 if wants_probe:
-                    probes.append(json.loads(probe_path.read_text()))
+                    probes.append(read_json(probe_path))
                 continue
             tic = time.perf_counter()
             record, states_at = train_cell(config, arm, data, data_seed, probe=wants_probe)

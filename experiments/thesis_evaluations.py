@@ -96,7 +96,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import re
 import shutil
@@ -119,6 +118,7 @@ from smat.jobs.reports import faithfulness_of_scores
 from smat.jobs.roar import PRESETS
 from smat.jobs.runs import DataConfig, run_teacher
 from smat.jobs.sanity import SanityConfig, plot_sanity, sanity_report, sanity_table
+from smat.json_files import read_json
 from smat.models import ModelSource, functional, minilm_path
 from smat.models.inference import predict_logits
 from smat.store import model_store
@@ -296,7 +296,7 @@ def first_layers_checkpoint(source: str | Path, num_layers: int, folder: Path) -
     from safetensors.numpy import load_file, save_file
 
     source = Path(source)
-    hf = json.loads((source / "config.json").read_text())
+    hf = read_json(source / "config.json")
     if num_layers > hf["num_hidden_layers"]:
         raise ValueError(f"{source} has {hf['num_hidden_layers']} layers, fewer than "
                          f"{num_layers}")
@@ -349,7 +349,7 @@ def _stage(folder: Path, name: str, settings: dict[str, Any],
     carries a hash of its settings, so changed settings never reuse a stale stage)."""
     path = folder / f"{name}-{settings_hash(settings)}.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        return read_json(path)
     start = time.perf_counter()
     result = {**compute(), "settings": settings}
     result["seconds"] = round(time.perf_counter() - start, 1)

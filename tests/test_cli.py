@@ -395,3 +395,11 @@ def test_config_file_replays_a_teachers_settings(tiny_teacher, tmp_path, capsys)
     assert main(["train-teacher", "--config", str(other)]) == 2
     assert "records 'student', which `smat train-teacher` has no flag for" in (
         capsys.readouterr().err)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"data": {"source": "a.csv",}}')
+    assert main(["train-teacher", "--config", str(broken)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"smat train-teacher: error: --config: {broken} is not valid JSON: Expecting property "
+        "name enclosed in double quotes at line 1, column 29")
+    assert main(["train-teacher", "--config", str(tmp_path / "missing.json")]) == 2
+    assert "--config: " in capsys.readouterr().err

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from smat.cli.commands import COMMANDS, GROUPS, Command
 from smat.cli.failures import INTERRUPTED, CommandEnded, reported_failures
 from smat.cli.flags import add_config_flags, build_config, in_flags
 from smat.compile_cache import command_compile_cache
+from smat.json_files import read_json
 from smat.models.inference import progress_bars
 
 KEPT = "; finished work is kept, and the same command resumes from the last checkpoint"
@@ -202,9 +202,9 @@ def _replay_config_file(parser: argparse.ArgumentParser, argv: Sequence[str]) ->
     if command is None or not command.replay:
         return  # argparse reports --config as unknown to this command
     try:
-        recorded = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"--config {path} cannot be read as JSON: {error}") from None
+        recorded = read_json(path)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--config: {error}") from None
     defaults = _recorded_defaults(command, recorded, path)
     known = {action.dest for action in subparser._actions}
     unknown = sorted(set(defaults) - known)
