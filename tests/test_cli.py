@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from smat import cli
-from smat.cli import main
+from smat.cli import main, parse_command
 from smat.cli.flags import add_config_flags, build_config, in_flags, nested_config
 from smat.store.explainer_store import load_explainer
 from smat.training.loop import LoopConfig
@@ -378,6 +378,22 @@ def test_errors_name_the_flag_not_the_config_field(capsys):
                                                ">= 1, got 0")
     assert in_flags("LoopConfig.seed and StudyConfig.num_samples", {"--seed"}) == (
         "--seed and StudyConfig.num_samples")  # a field without a flag keeps its name
+
+
+def test_a_positional_taken_by_a_list_flag_is_pointed_out(capsys):
+    """argparse reads `--explainers gradient new.txt` as two explainers and then misses
+    the texts file; the error says why and how to write it."""
+    with pytest.raises(SystemExit):
+        main(["explain", "--model", "m", "--explainers", "gradient", "new.txt"])
+    assert capsys.readouterr().err.strip().endswith(
+        "error: the following arguments are required: texts (--explainers takes every word "
+        "up to the next flag: put texts before it, or end its list with --)")
+    command, config = parse_command(["explain", "--model", "m", "--explainers", "gradient",
+                                     "--", "new.txt"])
+    assert config.texts == "new.txt" and config.explain.explainers == ("gradient",)
+    with pytest.raises(SystemExit):  # no list flag given: argparse's message alone
+        main(["predict", "--model", "m"])
+    assert capsys.readouterr().err.strip().endswith("required: texts")
 
 
 def test_config_file_replays_a_teachers_settings(tiny_teacher, tmp_path, capsys):

@@ -58,10 +58,33 @@ def installed_version() -> str:
         return "unknown (not installed: run from a source tree)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "arguments are required" error says when a list flag
+    (``--explainers a b``) may have taken the missing positional argument as one of its
+    words: ``smat explain --explainers gradient new.txt`` reads new.txt as an explainer."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):
+        required = "the following arguments are required: "
+        if message.startswith(required):
+            words = getattr(self, "_words", [])
+            lists = [option for action in self._actions if action.nargs in ("+", "*")
+                     for option in action.option_strings if option in words]
+            missing = [name for name in message[len(required):].split(", ")
+                       if not name.startswith("-")]
+            if lists and missing:
+                message += (f" ({lists[-1]} takes every word up to the next flag: put "
+                            f"{' and '.join(missing)} before it, or end its list with --)")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `smat` command: one sub-command per :data:`COMMANDS`
     entry, its flags those of the entry's config."""
-    parser = argparse.ArgumentParser(prog="smat", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="smat", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version",
                         version=f"smat {installed_version()}")
     top = parser.add_subparsers(dest="command", required=True)
