@@ -118,6 +118,10 @@ class StudentTrainConfig:
                              f"got {self.student_pool!r}")
         if self.init_seed < 0:
             raise ValueError(f"StudentTrainConfig.init_seed must be >= 0, got {self.init_seed}")
+        if self.per_seed_init and self.init_seed != 0:
+            raise ValueError(f"StudentTrainConfig.init_seed={self.init_seed} is not used with "
+                             "StudentTrainConfig.per_seed_init, which draws each seed's head "
+                             "from its own seed; give one of the two")
         if self.beta is not None and self.beta < 0:
             raise ValueError(f"StudentTrainConfig.beta must be >= 0, got {self.beta}")
 
