@@ -613,7 +613,10 @@ def saved_data_config(source: model_store.TrainedModel | str | Path) -> DataConf
       ValueError: a model saved without its data settings (not by ``smat train-teacher``).
       FileNotFoundError: a folder without a saved model.
     """
-    info, where, _ = _saved_model_info(source)
+    return _recorded_data_config(*_saved_model_info(source)[:2])
+
+
+def _recorded_data_config(info: dict[str, Any], where: str) -> DataConfig:
     if "data" not in info:
         raise ValueError("this model was saved without its data settings (model.json has no "
                          "'data'); use a model trained by `smat train-teacher`")
@@ -638,8 +641,8 @@ def teacher_examples(source: model_store.TrainedModel | str | Path
       ValueError: a data file changed since the teacher trained, or as
         :func:`saved_data_config` and :func:`load_examples`.
     """
-    data = saved_data_config(source)
     info, where, run_dir = _saved_model_info(source)
+    data = _recorded_data_config(info, where)
     recorded = info.get("data_fingerprint")
     if recorded is None and run_dir is not None and (run_dir / "config.json").is_file():
         recorded = read_json(run_dir / "config.json").get("data_fingerprint")
