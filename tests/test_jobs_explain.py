@@ -71,3 +71,26 @@ def test_a_config_is_never_silently_ignored():
     with pytest.raises(ValueError, match="the model is in bfloat16 but ExplainConfig.precision "
                                          "is 'float32'"):
         check_model_and_rows(functional.cast(params, "bfloat16"), 3, explain)
+
+
+def test_a_learned_explainer_of_another_architecture_is_refused_before_any_work(tmp_path):
+    """Its coefficients weigh another model's heads: the error names the explainer and
+    both shapes; one learned for this model's 2 x 2 heads explains it."""
+    from smat.explainers import AttentionExplainerConfig, init
+    from smat.models import TextConfig
+    from smat.store.explainer_store import save_explainer
+
+    graphdef, params = functional.split(tiny_classifier(seed=4))
+    tiny = TextConfig.tiny()
+    data = synthetic_encoded(5, seed=5)
+    for name, (layers, heads) in (("other", (6, 12)), ("own", (tiny.num_layers, tiny.num_heads))):
+        config = AttentionExplainerConfig(num_layers=layers, num_heads=heads)
+        save_explainer(tmp_path / name, init(None, config), config)
+    with pytest.raises(ValueError, match=f"explainer {tmp_path / 'other'} weighs the attention "
+                       f"heads of a model with 6 layers x 12 heads; this model has "
+                       f"{tiny.num_layers} x {tiny.num_heads}"):
+        explain_encoded(graphdef, params, data, ["gradient", str(tmp_path / "other")],
+                        task="classification")
+    scores, _, _ = explain_encoded(graphdef, params, data, [str(tmp_path / "own")],
+                                   task="classification")
+    assert scores[str(tmp_path / "own")].shape == data.input_ids.shape

@@ -91,6 +91,16 @@ def test_token_only_explainers_and_text_models_are_refused(vit_model, images_npz
     with pytest.raises(ValueError, match="needs an image \\(ViT\\) model"):
         explain_images(text_model, np.zeros((1, 16, 16, 3)),
                        ExplainConfig(explainers=("gradient",)))
+    # a learned explainer of a text model's 6 x 12 heads does not weigh this ViT's 2 x 4
+    from smat.explainers import AttentionExplainerConfig, init
+    from smat.store.explainer_store import save_explainer
+
+    config = AttentionExplainerConfig(num_layers=6, num_heads=12)
+    save_explainer(tmp_path / "minilm_explainer", init(None, config), config)
+    assert main(["explain", "--model", str(vit_model), "--explainers",
+                 str(tmp_path / "minilm_explainer"), "--output-dir", str(tmp_path / "y"),
+                 str(images_npz)]) == 2
+    assert "a model with 6 layers x 12 heads; this model has 2 x 4" in capsys.readouterr().err
 
 
 def test_the_png_grid_shows_the_first_images_and_the_json_all(tmp_path):

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import jax
 import numpy as np
+from flax import nnx
 
 from smat import registry
 from smat.data import Encoded
@@ -120,7 +121,9 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
     registry.check_explainers(explainers)
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-    learned = {str(e): load_explainer(e) for e in explainers if not registry.is_static(e)}
+    learned_folders = [e for e in explainers if not registry.is_static(e)]
+    model_config = (nnx.merge(graphdef, params).encoder.config if learned_folders else None)
+    learned = {str(e): load_explainer(e, model_config=model_config) for e in learned_folders}
 
     def explain_batch(batch: Encoded, rows: np.ndarray, full: Encoded) -> dict[str, Any]:
         args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)

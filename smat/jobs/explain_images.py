@@ -73,8 +73,8 @@ def explain_images(trained: model_store.TrainedModel, images: np.ndarray,
     check_model_and_rows(params, len(images), explain)
     registry.check_image_explainers(explain.explainers)
     static = [str(e) for e in explain.explainers if registry.is_static(e)]
-    learned = {str(e): load_explainer(e) for e in explain.explainers
-               if not registry.is_static(e)}
+    learned = {str(e): load_explainer(e, model_config=trained.model.encoder.config)
+               for e in explain.explainers if not registry.is_static(e)}
     pixels = model_pixels(trained, images)
     outputs: dict[str, list[np.ndarray]] = {"logits": []}
     # every image has the same length, so these are the images in order, in batches of

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -64,12 +64,19 @@ def save_explainer(path: str | Path, params: AttentionExplainerParams,
     return path
 
 
-def load_explainer(path: str | Path) -> LoadedExplainer:
+def load_explainer(path: str | Path, *, model_config: Any = None) -> LoadedExplainer:
     """Load a learned explainer written by :func:`save_explainer` (e.g. by `smat train-student`).
+
+    Args:
+      path: the explainer's folder.
+      model_config: the encoder config (``num_layers``, ``num_heads``) of a smat model the
+        explainer is about to explain; a model with other heads than the ones it weighs is
+        refused here, naming both, before any work.
 
     Raises:
       FileNotFoundError: `path` holds no saved explainer.
-      ValueError: the stored coefficients do not fit the stored config.
+      ValueError: the stored coefficients do not fit the stored config, or the explainer
+        does not fit `model_config`.
     """
     path = Path(path)
     if not (path / "config.json").is_file():
@@ -77,6 +84,12 @@ def load_explainer(path: str | Path) -> LoadedExplainer:
                                 "smat.store.explainer_store.save_explainer or `smat train-student`")
     config = recorded_dataclass(AttentionExplainerConfig, read_json(path / "config.json"),
                                 source=path / "config.json")
+    if model_config is not None and (config.num_layers, config.num_heads) != (
+            model_config.num_layers, model_config.num_heads):
+        raise ValueError(f"the learned explainer {path} weighs the attention heads of a model "
+                         f"with {config.num_layers} layers x {config.num_heads} heads; this "
+                         f"model has {model_config.num_layers} x {model_config.num_heads}: "
+                         "explain it with an explainer learned for it")
     target = {"phi": jax.ShapeDtypeStruct((config.num_coefficients,), np.float32)}
     restored, _ = checkpoint.restore(path / "params", target=target)
     return LoadedExplainer(AttentionExplainerParams(phi=restored["phi"]), config)
