@@ -380,6 +380,24 @@ def test_errors_name_the_flag_not_the_config_field(capsys):
         "--seed and StudyConfig.num_samples")  # a field without a flag keeps its name
 
 
+def test_every_example_of_smat_help_parses(capsys):
+    """The examples `smat --help` shows are commands a user can copy (one put its texts
+    file after --explainers, which read it as an explainer)."""
+    import shlex
+
+    import smat.cli
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = [line.strip() for line in capsys.readouterr().out.splitlines()
+             if line.startswith("  smat ")]
+    assert len(shown) == 16
+    for line in shown:
+        command, _ = parse_command(shlex.split(line)[1:])
+        assert line.startswith(f"smat {command.name} ")
+    assert smat.cli.__doc__.splitlines()[0] in smat.cli.build_parser().format_help()
+
+
 def test_a_positional_taken_by_a_list_flag_is_pointed_out(capsys):
     """argparse reads `--explainers gradient new.txt` as two explainers and then misses
     the texts file; the error says why and how to write it."""

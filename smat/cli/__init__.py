@@ -1,19 +1,20 @@
-"""The `smat` command line: one sub-command per entry of the command table.
+"""smat: train explainers that teach (SMaT), run Captum's explainers in JAX, evaluate any explainer.
 
-The table (:data:`smat.cli.commands.COMMANDS`) pairs each command's config with the
-function that runs it; every flag is a field of that config (:mod:`smat.cli.flags`).
+One sub-command per entry of the command table (:data:`smat.cli.commands.COMMANDS`),
+which pairs each command's config with the function that runs it; every flag is a field
+of that config (:mod:`smat.cli.flags`). `smat --help` shows these examples:
 
-    smat demo [--output-dir runs/demo]
-    smat train-teacher [--source movie-snippets] [--output-dir runs/teacher] ...
+    smat demo --output-dir runs/demo
+    smat train-teacher --source reviews.csv --text-column review --label-column sentiment
     smat train-student --teacher runs/teacher --explainers smat --size 500 --seed 0
-    smat simulability --teacher runs/teacher --sizes 500 1000 2000 --seeds 5 --explainers ...
-    smat explain --model runs/teacher/model --explainers gradient attention_all texts.txt
+    smat simulability --teacher runs/teacher --sizes 500 1000 --seeds 5 --explainers none smat
+    smat explain texts.txt --model runs/teacher/model --explainers gradient attention_all
     smat faithfulness --model runs/teacher/model --explainers gradient attention_all random
     smat agreement --model runs/teacher/model --explainers gradient attention_all random
-    smat agreement --variant base runs/b/model --variant tying runs/t/model --explainers ...
-    smat plausibility --model runs/teacher/model --data-dir ERASER/movies --explainers ...
-    smat sanity --model runs/teacher/model --mode cascading --explainers gradient ...
-    smat attack --model runs/teacher/model --objective constrained --explainers gradient ...
+    smat agreement --variant base runs/b/model --variant tying runs/t/model --explainers gradient
+    smat plausibility --model runs/teacher/model --data-dir ERASER/movies --explainers gradient
+    smat sanity --model runs/teacher/model --mode cascading --explainers gradient
+    smat attack --model runs/teacher/model --objective constrained --explainers gradient
     smat study build --model runs/teacher/model --explainers integrated_gradients random
     smat study read --model runs/teacher/model --tasks runs/study/tasks.jsonl --name teacher
     smat study score --tasks runs/study/tasks.jsonl --answers answers.csv
@@ -84,7 +85,11 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `smat` command: one sub-command per :data:`COMMANDS`
     entry, its flags those of the entry's config."""
-    parser = _Parser(prog="smat", description=__doc__.splitlines()[0])
+    examples = [line.strip() for line in __doc__.splitlines() if line.startswith("    smat ")]
+    parser = _Parser(prog="smat", description=__doc__.splitlines()[0],
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     epilog="examples:\n" + "\n".join(f"  {line}" for line in examples) +
+                     "\n\n`smat COMMAND --help` lists a command's flags.")
     parser.add_argument("--version", action="version",
                         version=f"smat {installed_version()}")
     top = parser.add_subparsers(dest="command", required=True)
