@@ -396,6 +396,11 @@ def test_every_example_of_smat_help_parses(capsys):
         command, _ = parse_command(shlex.split(line)[1:])
         assert line.startswith(f"smat {command.name} ")
     assert smat.cli.__doc__.splitlines()[0] in smat.cli.build_parser().format_help()
+    with pytest.raises(SystemExit) as ended:  # no command: the help, then the error
+        main([])
+    said = capsys.readouterr().err
+    assert ended.value.code == 2 and "examples:" in said
+    assert said.strip().endswith("smat: error: the following arguments are required: command")
 
 
 def test_a_positional_taken_by_a_list_flag_is_pointed_out(capsys):

@@ -60,9 +60,10 @@ def installed_version() -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose "arguments are required" error says when a list flag
-    (``--explainers a b``) may have taken the missing positional argument as one of its
-    words: ``smat explain --explainers gradient new.txt`` reads new.txt as an explainer."""
+    """argparse's parser, whose "arguments are required" error shows the help when the
+    command itself is missing (``smat``), and says when a list flag (``--explainers a b``)
+    may have taken the missing positional argument as one of its words: ``smat explain
+    --explainers gradient new.txt`` reads new.txt as an explainer."""
 
     def parse_known_args(self, args=None, namespace=None):
         self._words = list(sys.argv[1:] if args is None else args)
@@ -70,6 +71,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         required = "the following arguments are required: "
+        if message in (f"{required}command", f"{required}action"):  # `smat`, `smat study`
+            self.print_help(sys.stderr)
+            sys.stderr.write("\n")
         if message.startswith(required):
             words = getattr(self, "_words", [])
             lists = [option for action in self._actions if action.nargs in ("+", "*")
