@@ -29,17 +29,21 @@ def variant_parser(description: str, *, name: str,
     """The flags every variant experiment shares.
 
     Args:
-      description: the parser's description (the driver's first docstring line).
+      description: the driver's docstring, which ``--help`` shows whole (it describes
+        the variants).
       name: the default output folder is ``runs/<name>_<variant>``.
-      variants: the ``--variant`` choices (default ``cpu``).
+      variants: the ``--variant`` choices; the default is ``cpu``, or the first where
+        there is no cpu variant.
       data_dir_help: what ``--data-dir`` holds; None for a driver that reads no data
         folder (then it has no such flag).
       reuses_teacher: whether the driver takes ``--teacher``, a finished `smat
         train-teacher` run to reuse.
     """
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--variant", choices=variants, default="cpu",
-                        help="the grid and hardware scale (see the module docstring)")
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    default = "cpu" if "cpu" in variants else variants[0]
+    parser.add_argument("--variant", choices=variants, default=default,
+                        help=f"the grid and hardware scale (described above; default {default})")
     parser.add_argument("--smoke", action="store_true", help="the same as --variant smoke")
     if data_dir_help is not None:
         parser.add_argument("--data-dir", default=None, help=data_dir_help)

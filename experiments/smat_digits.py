@@ -194,7 +194,7 @@ def write_report(output_dir: Path, *, variant: str, teacher: dict[str, Any],
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = variant_parser(__doc__.splitlines()[0], name="smat_digits", variants=VARIANTS)
+    parser = variant_parser(__doc__, name="smat_digits", variants=VARIANTS)
     args = parse_variant_args(parser, argv)
     with command_runtime(parser):
         summary = run(args.variant, output_dir=args.output_dir, progress=not args.no_progress)

@@ -405,7 +405,7 @@ def check_grid_choices(*, explainers: Sequence[str] | None, sizes: Sequence[int]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = variant_parser(__doc__.splitlines()[0], name="smat_table1", variants=VARIANTS,
+    parser = variant_parser(__doc__, name="smat_table1", variants=VARIANTS,
                             data_dir_help=DATA_DIR_HELP, reuses_teacher=True)
     parser.add_argument("--explainers", nargs="+", default=None, choices=SETTINGS,
                         help="train only these settings (default: every one of the table)")

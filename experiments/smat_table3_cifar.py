@@ -145,7 +145,7 @@ def run(variant: str, *, data_dir: str | Path, vit_dir: str | Path, output_dir: 
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = variant_parser(__doc__.splitlines()[0], name="smat_table3_cifar",
+    parser = variant_parser(__doc__, name="smat_table3_cifar",
                             variants=VARIANTS, data_dir_help="folder with CIFAR-100's "
                             "train.npz and test.npz (or train/ and test/ image folders)")
     parser.add_argument("--vit-dir", required=True,

@@ -229,7 +229,7 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
 def main(argv: Sequence[str] | None = None) -> None:
     # no --teacher: the experiment trains its own teacher on the MLQE-PE split it writes
     # (OUTPUT_DIR/teacher is reused when finished)
-    parser = variant_parser(__doc__.splitlines()[0], name="smat_table5_mlqe",
+    parser = variant_parser(__doc__, name="smat_table5_mlqe",
                             variants=VARIANTS, data_dir_help="the MLQE-PE folder (holding "
                             "direct-assessments/ and post-editing/, e.g. ../shared/data/mlqe_pe)")
     args = parse_variant_args(parser, argv)

@@ -168,7 +168,7 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = variant_parser(__doc__.splitlines()[0], name="smat_table7",
+    parser = variant_parser(__doc__, name="smat_table7",
                             data_dir_help=DATA_DIR_HELP, reuses_teacher=True)
     parser.add_argument("--table1", default=None,
                         help="a smat_table1.py run of the same variant: reuse its teacher and "

@@ -222,6 +222,10 @@ def test_command_line_variants_and_default_folders():
         command_line.parse_variant_args(parser, ["--variant", "gpu"])
     with pytest.raises(SystemExit):  # it reuses no teacher: --teacher would be ignored
         command_line.parse_variant_args(parser, ["--teacher", "t"])
+    assert command_line.parse_variant_args(parser, []).variant == "cpu"
+    gpu_only = command_line.variant_parser("Table 3", name="t3", variants=("paper", "smoke"))
+    args = command_line.parse_variant_args(gpu_only, [])  # not "cpu", which it lacks
+    assert (args.variant, args.output_dir) == ("paper", "runs/t3_paper")
 
 
 @pytest.mark.parametrize("argv", [
