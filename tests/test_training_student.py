@@ -91,6 +91,9 @@ def test_unknown_setting_and_missing_cache(teacher, tmp_path):
     with pytest.raises(ValueError, match="init_seed=3 is not used with .*per_seed_init"):
         StudentTrainConfig(explainer="none", init_seed=3, per_seed_init=True)
     assert StudentTrainConfig(explainer="none", per_seed_init=True).init_seed == 0
+    for name in ("inner_learning_rate", "outer_learning_rate"):
+        with pytest.raises(ValueError, match=f"{name} must be > 0, got -1.0"):
+            StudentTrainConfig(explainer="smat", **{name: -1.0})
     rows = _rows(teacher, "none", 32, 0)
     with pytest.raises(ValueError, match="needs cached teacher attention features"):
         train_student(tiny_classifier(), rows, rows, rows, task="classification",

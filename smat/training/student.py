@@ -124,6 +124,11 @@ class StudentTrainConfig:
                              "from its own seed; give one of the two")
         if self.beta is not None and self.beta < 0:
             raise ValueError(f"StudentTrainConfig.beta must be >= 0, got {self.beta}")
+        # checked here, before any work, rather than when the training step is built
+        for name in ("inner_learning_rate", "outer_learning_rate"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"StudentTrainConfig.{name} must be > 0, got {value}")
 
     @property
     def resolved_beta(self) -> float:
