@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from smat.cli.failures import reported_failures
 from smat.compile_cache import command_compile_cache
-from smat.jobs.runs import DataConfig
+from smat.jobs.runs import DataConfig, data_fingerprint, saved_data_config
 from smat.json_files import read_json
 
 EXPERIMENTS = Path(__file__).resolve().parent
@@ -108,3 +110,27 @@ def check_data_files(data: DataConfig, data_dir: str | Path) -> None:
     missing = [Path(file).name for file in files if not Path(file).is_file()]
     if missing:
         raise FileNotFoundError(f"--data-dir {data_dir} lacks {', '.join(missing)}")
+
+
+class OtherDataTeacherWarning(UserWarning):
+    """A ``--teacher`` reused by a variant was trained on other data than the variant's."""
+
+
+def check_reused_teacher(teacher_dir: str | Path, data: DataConfig, *, variant: str) -> None:
+    """Warn when a ``--teacher`` was trained on other data than the variant reads: its
+    students and table are of the teacher's data (which the run records), under the
+    variant's name. Its training settings may differ (it is reused as it is); data files
+    at other paths with the same content are the same data."""
+    saved = saved_data_config(teacher_dir)
+    ours, theirs = dataclasses.asdict(data), dataclasses.asdict(saved)
+    differ = [key for key in ours if ours[key] != theirs[key]]
+    same_files = (data_fingerprint(data) is not None
+                  and data_fingerprint(data) == data_fingerprint(saved))
+    if same_files:
+        differ = [key for key in differ if key not in ("source", "student_source")]
+    if differ:
+        listed = "; ".join(f"{key}: {theirs[key]!r}, the variant's {ours[key]!r}"
+                           for key in differ)
+        warnings.warn(f"--teacher {teacher_dir} was trained on other data than the {variant} "
+                      f"variant reads ({listed}): its students and table are of the teacher's "
+                      "data", OtherDataTeacherWarning, stacklevel=2)

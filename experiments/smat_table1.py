@@ -55,7 +55,8 @@ explanations of each row's tokens in a shuffled order, from the same teacher:
         --explanation-source shuffled_text --output-dir runs/smat_table1_sst2_control
 
 ``--teacher DIR`` reuses a finished `smat train-teacher` run instead of training one under
-``OUTPUT_DIR/teacher``; ``--explainers`` and ``--sizes`` train a subset of the grid (Table 2
+``OUTPUT_DIR/teacher`` (as it is: one trained on other data than the variant's warns, naming
+each difference, and the run records the teacher's data); ``--explainers`` and ``--sizes`` train a subset of the grid (Table 2
 needs only the SMaT students of the middle size). Writes ``config.json``, ``table.md``
 (measured and paper tables), ``results.json`` (every student record), ``simulability.png``
 and ``head_weights.png`` (Figure 5) into the output folder.
@@ -74,7 +75,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from command_line import check_data_files, command_runtime, parse_variant_args, variant_parser
+from command_line import (
+    check_data_files,
+    check_reused_teacher,
+    command_runtime,
+    parse_variant_args,
+    variant_parser,
+)
 
 from smat.evaluation.simulability import (
     paired_seed_comparison,
@@ -330,6 +337,8 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
         check_data_files(config["data"], data_dir)
     output_dir = Path(output_dir)
     reused = reused_teacher(teacher_dir) if teacher_dir is not None else None
+    if reused:
+        check_reused_teacher(teacher_dir, config["data"], variant=variant)
     teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
     write_json_atomic(output_dir / "config.json", {
         "variant": variant, "teacher_dir": str(teacher_dir),

@@ -228,6 +228,34 @@ def test_command_line_variants_and_default_folders():
     assert (args.variant, args.output_dir) == ("paper", "runs/t3_paper")
 
 
+def test_a_reused_teacher_of_other_data_is_said(tiny_teacher, tmp_path):
+    """--teacher reuses a teacher as it is; a table under a variant's name that is of other
+    data warns, naming each difference (a copy of the same files is the same data)."""
+    import shutil
+    import warnings
+
+    from smat.jobs.runs import saved_data_config
+
+    data = saved_data_config(tiny_teacher)
+    copy = tmp_path / "copy.csv"
+    shutil.copy(data.source, copy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        command_line.check_reused_teacher(tiny_teacher, data, variant="smoke")
+        command_line.check_reused_teacher(
+            tiny_teacher, dataclasses.replace(data, source=str(copy)), variant="smoke")
+    copy.write_text(copy.read_text() + copy.read_text().splitlines()[-1] + "\n")
+    with pytest.warns(command_line.OtherDataTeacherWarning,
+                      match=f"source: '{data.source}', the variant's '{copy}'"):
+        command_line.check_reused_teacher(
+            tiny_teacher, dataclasses.replace(data, source=str(copy)), variant="smoke")
+    with pytest.warns(command_line.OtherDataTeacherWarning,
+                      match=r"other data than the cpu variant reads \(max_len: 16, the "
+                      r"variant's 64\): its students and table are of the teacher's data"):
+        command_line.check_reused_teacher(tiny_teacher, dataclasses.replace(data, max_len=64),
+                                          variant="cpu")
+
+
 @pytest.mark.parametrize("argv", [
     ["--smoke", "--teacher", "t"], ["--smoke", "--data-dir", "d"],
     ["--smoke", "--vit-dir", "v", "--teacher", "t"],
@@ -270,8 +298,9 @@ def test_normalizer_table_marks_cells_above_the_baseline():
 
 @pytest.mark.slow
 def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tmp_path):
-    table1 = smat_table1.run("smoke", output_dir=tmp_path / "t1", teacher_dir=tiny_teacher,
-                             progress=False)
+    with pytest.warns(command_line.OtherDataTeacherWarning):  # the tiny teacher's csv
+        table1 = smat_table1.run("smoke", output_dir=tmp_path / "t1",
+                                 teacher_dir=tiny_teacher, progress=False)
     assert len(table1["records"]) == 7 * 2 * 2
     text = (tmp_path / "t1" / "table.md").read_text()
     for setting in smat_table1.SETTINGS:
@@ -288,8 +317,9 @@ def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tm
     # rerunning reuses every finished student
     stamp = (tmp_path / "t1" / "students" / "n32" / "smat" / "seed0" / "result.json"
              ).stat().st_mtime_ns
-    smat_table1.run("smoke", output_dir=tmp_path / "t1", teacher_dir=tiny_teacher,
-                    progress=False)
+    with pytest.warns(command_line.OtherDataTeacherWarning):
+        smat_table1.run("smoke", output_dir=tmp_path / "t1", teacher_dir=tiny_teacher,
+                        progress=False)
     assert (tmp_path / "t1" / "students" / "n32" / "smat" / "seed0" / "result.json"
             ).stat().st_mtime_ns == stamp
 
