@@ -124,10 +124,10 @@ def check_reused_teacher(teacher_dir: str | Path, data: DataConfig, *, variant: 
     saved = saved_data_config(teacher_dir)
     ours, theirs = dataclasses.asdict(data), dataclasses.asdict(saved)
     differ = [key for key in ours if ours[key] != theirs[key]]
-    same_files = (data_fingerprint(data) is not None
-                  and data_fingerprint(data) == data_fingerprint(saved))
-    if same_files:
-        differ = [key for key in differ if key not in ("source", "student_source")]
+    if differ:
+        fingerprint = data_fingerprint(data)
+        if fingerprint is not None and fingerprint == data_fingerprint(saved):
+            differ = [key for key in differ if key not in ("source", "student_source")]
     if differ:
         listed = "; ".join(f"{key}: {theirs[key]!r}, the variant's {ours[key]!r}"
                            for key in differ)
