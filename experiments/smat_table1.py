@@ -56,10 +56,10 @@ explanations of each row's tokens in a shuffled order, from the same teacher:
 
 ``--teacher DIR`` reuses a finished `smat train-teacher` run instead of training one under
 ``OUTPUT_DIR/teacher`` (as it is: one trained on other data than the variant's warns, naming
-each difference, and the run records the teacher's data); ``--explainers`` and ``--sizes`` train a subset of the grid (Table 2
-needs only the SMaT students of the middle size). Writes ``config.json``, ``table.md``
-(measured and paper tables), ``results.json`` (every student record), ``simulability.png``
-and ``head_weights.png`` (Figure 5) into the output folder.
+each difference, and the run records the teacher's data); ``--explainers`` and ``--sizes``
+train a subset of the grid (Table 2 needs only the SMaT students of the middle size). Writes
+``config.json``, ``table.md`` (measured and paper tables), ``results.json`` (every student
+record), ``simulability.png`` and ``head_weights.png`` (Figure 5) into the output folder.
 
 Measured runtime (2 CPU cores, nothing else running unless stated): see
 docs/reproduce/smat.md.
