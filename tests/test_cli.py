@@ -401,6 +401,11 @@ def test_every_example_of_smat_help_parses(capsys):
     said = capsys.readouterr().err
     assert ended.value.code == 2 and "examples:" in said
     assert said.strip().endswith("smat: error: the following arguments are required: command")
+    with pytest.raises(SystemExit):  # a command group without its action: the group's help
+        main(["study"])
+    said = capsys.readouterr().err
+    assert said.startswith("usage: smat study") and "positional arguments:" in said
+    assert said.strip().endswith("the following arguments are required: action")
 
 
 def test_a_positional_taken_by_a_list_flag_is_pointed_out(capsys):

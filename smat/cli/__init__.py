@@ -71,7 +71,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         required = "the following arguments are required: "
-        if message in (f"{required}command", f"{required}action"):  # `smat`, `smat study`
+        commands = {f"{required}{action.dest}" for action in self._actions
+                    if isinstance(action, argparse._SubParsersAction)}
+        if message in commands:  # `smat`, `smat study`: the sub-command itself is missing
             self.print_help(sys.stderr)
             sys.stderr.write("\n")
         if message.startswith(required):

@@ -592,12 +592,16 @@ def _model_and_run_folders(source: str | Path) -> tuple[Path, Path | None]:
     return folder, None
 
 
+# Where a loaded model's facts came from, as messages name it.
+_LOADED_MODEL_JSON = "the model's model.json"
+
+
 def _saved_model_info(source: model_store.TrainedModel | str | Path
                       ) -> tuple[dict[str, Any], str, Path | None]:
     """A saved teacher's ``model.json`` facts, where they were read (for messages) and its
     run folder (None for a loaded model or a model folder given alone)."""
     if isinstance(source, model_store.TrainedModel):
-        return source.info, "the model's model.json", None
+        return source.info, _LOADED_MODEL_JSON, None
     model_dir, run_dir = _model_and_run_folders(source)
     if not (model_dir / "model.json").is_file():
         raise FileNotFoundError(f"{source} holds no trained model (no model.json)")
@@ -641,7 +645,12 @@ def teacher_examples(source: model_store.TrainedModel | str | Path
       ValueError: a data file changed since the teacher trained, or as
         :func:`saved_data_config` and :func:`load_examples`.
     """
-    info, where, run_dir = _saved_model_info(source)
+    return _recorded_examples(*_saved_model_info(source))
+
+
+def _recorded_examples(info: dict[str, Any], where: str, run_dir: Path | None
+                       ) -> tuple[DataConfig, TextDataset | ImageDataset]:
+    """:func:`teacher_examples` from `model.json` facts already read from `where`."""
     data = _recorded_data_config(info, where)
     recorded = info.get("data_fingerprint")
     if recorded is None and run_dir is not None and (run_dir / "config.json").is_file():
@@ -695,11 +704,11 @@ def load_run(run: model_store.TrainedModel | str | Path, *, num_examples: int = 
       ValueError: as :func:`teacher_examples` and :func:`protocol_data`.
     """
     if isinstance(run, model_store.TrainedModel):
-        trained, run_dir = run, None
+        trained, run_dir, where = run, None, _LOADED_MODEL_JSON
     else:
         model_dir, run_dir = _model_and_run_folders(run)
-        trained = model_store.load(model_dir)
-    data, dataset = teacher_examples(run)
+        trained, where = model_store.load(model_dir), str(model_dir / "model.json")
+    data, dataset = _recorded_examples(trained.info, where, run_dir)
     parts = protocol_data(data, dataset,
                           model_input_layout(trained.model, trained.tokenizer, trained.info),
                           num_examples=num_examples, student_pool=student_pool)
