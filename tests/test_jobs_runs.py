@@ -186,3 +186,27 @@ def test_students_can_train_on_a_sample_of_the_teachers_rows(tiny_teacher, tmp_p
     record = json.loads((tmp_path / "b" / "result.json").read_text())
     assert record["num_examples"] == 150 and 0 <= record["test"]["accuracy"] <= 1
     assert (tiny_teacher / "cache" / "none-n150-ig50-teacher_train.npz").is_file()
+
+
+def test_a_teacher_trained_on_one_batch_shape_is_also_evaluated_on_it(tiny_teacher_args,
+                                                                      tmp_path, monkeypatch):
+    """With ``--length-multiple`` equal to ``--max-len`` (the GPU variant's one compiled
+    shape) the validation and test passes run at that width too, not at the default
+    multiple of 16 (an H200 compiled the evaluation pass once per cut length, 6 s each)."""
+    import smat.models.inference as inference
+    from smat.cli import main
+
+    widths = []
+    original = inference.batch_logits
+
+    def recording(graphdef, params, input_ids, *args):
+        widths.append(input_ids.shape[-1])
+        return original(graphdef, params, input_ids, *args)
+
+    monkeypatch.setattr(inference, "batch_logits", recording)
+    argv = [*tiny_teacher_args, "--output-dir", str(tmp_path), "--max-epochs", "1"]
+    argv[argv.index("--max-len") + 1] = "32"
+    assert main(["train-teacher", *argv, "--length-multiple", "32"]) == 0
+    # the corpus's sentences are under 16 tokens, so cuts to multiples of 16 would show here
+    assert widths and set(widths) == {32}
+    assert json.loads((tmp_path / "result.json").read_text())["test"]["accuracy"] > 0

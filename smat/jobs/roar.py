@@ -318,7 +318,8 @@ class RoarRunner:
     def _finish(self, job: Cell, graphdef: nnx.GraphDef, result: Any, masked: Splits) -> None:
         """Test a trained cell, run its follow-up, and write its ``result.json`` last."""
         self.trained_cells += 1
-        test = evaluate(graphdef, result.params, masked.test, task=self.task)
+        test = evaluate(graphdef, result.params, masked.test, task=self.task,
+                        length_multiple=self.train.loop.length_multiple)
         if job.after is not None:
             job.after(graphdef, result.params, masked)
         masked_fraction = float(sum(m.sum() for m in job.masks) / sum(m.sum() for m in

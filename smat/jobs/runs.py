@@ -340,7 +340,8 @@ def run_teacher(
         for i, model, result in zip(todo, models, results, strict=True):
             if train.training_dynamics:
                 write_cartography(folders[i], seed=seeds[i])
-            _finish_teacher(folders[i], data, parts, model, tokenizer, result, layout)
+            _finish_teacher(folders[i], data, parts, model, tokenizer, result, layout,
+                            length_multiple=train.loop.length_multiple)
     return [read_json(folder / "result.json") for folder in folders]
 
 
@@ -450,11 +451,12 @@ def data_fingerprint(config: DataConfig) -> dict[str, str] | None:
 
 
 def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, model: Any,
-                    tokenizer: Any, result: TeacherResult, layout: Any) -> dict[str, Any]:
-    """Test a trained teacher, save its model (with an image model's normalisation, from
-    its `layout`) and write `result.json` last."""
+                    tokenizer: Any, result: TeacherResult, layout: Any, *,
+                    length_multiple: int) -> dict[str, Any]:
+    """Test a trained teacher (batches cut as in its training), save its model (with an
+    image model's normalisation, from its `layout`) and write `result.json` last."""
     test = evaluate(functional.split(model)[0], result.params, parts.student_test,
-                    task=data.task)
+                    task=data.task, length_multiple=length_multiple)
     record = {
         "test": test, "validation": result.best_validation, "best_step": result.best_step,
         "steps": result.steps, "train_seconds": round(result.seconds, 1),

@@ -230,11 +230,13 @@ teacher_seed_step = jax.jit(_teacher_seed_update, static_argnames=_STATIC,
 
 
 def evaluate(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, task: str,
-             references: np.ndarray | None = None,
+             references: np.ndarray | None = None, length_multiple: int = 16,
              mesh: jax.sharding.Mesh | None = None) -> dict[str, float]:
-    """Task metrics of the model on `data` against its labels (or given `references`)."""
-    predictions = predictions_from_logits(predict_logits(graphdef, params, data, mesh=mesh),
-                                          task)
+    """Task metrics of the model on `data` against its labels (or given `references`);
+    batches are cut to a multiple of `length_multiple` columns, so a run that trains on one
+    batch shape (``length_multiple=max_len``) also evaluates on one compiled shape."""
+    logits = predict_logits(graphdef, params, data, length_multiple=length_multiple, mesh=mesh)
+    predictions = predictions_from_logits(logits, task)
     return task_metrics(task, predictions, data.labels if references is None else references)
 
 
@@ -337,7 +339,8 @@ def train_teacher(
             return batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels
 
         def evaluate_seed(k, state, group=group):
-            return evaluate(graphdef, state.params, validations[group[k]], task=task, mesh=mesh)
+            return evaluate(graphdef, state.params, validations[group[k]], task=task,
+                            length_multiple=config.loop.length_multiple, mesh=mesh)
 
         def record_dynamics(k, epoch, state, group=group):
             dynamics.record_epoch(graphdef, state.params, trains[group[k]],
