@@ -287,3 +287,34 @@ def test_all_minilm_l6_v2_matches_hf_bert_model():
     probs = np.asarray(jax.nn.softmax(biased, axis=-1))
     for layer, theirs in enumerate(ref.attentions):
         assert np.abs(probs[layer] - theirs.numpy()).max() <= 1e-4
+
+
+def test_the_layer_loop_is_unrolled_on_the_cpu_only_with_equal_results(monkeypatch):
+    """Off the CPU the layer scan stays a loop (one layer body to compile); outputs and
+    gradients, with dropout, equal the unrolled CPU program's."""
+    import re
+
+    cfg = TextConfig.tiny(architecture="bert", hidden_dropout=0.3, attention_dropout=0.3)
+    graphdef, params = functional.split(TextEncoder(cfg, rngs=nnx.Rngs(0)))
+    ids, mask, types = _batch(cfg)
+
+    def loss(params):
+        out = functional.apply(graphdef, params, input_ids=ids, attention_mask=mask,
+                               token_type_ids=types, dropout_rng=jax.random.key(3),
+                               attention="pooled")
+        return (jnp.sum(out.last_hidden_state ** 2)
+                + jnp.sum(jnp.where(jnp.isfinite(out.pooled_attention_logits),
+                                    out.pooled_attention_logits, 0.0) ** 2))
+
+    def traced():
+        jax.clear_caches()  # the choice is made when tracing
+        unrolls = set(re.findall(r"unroll=(\d+)", str(jax.make_jaxpr(loss)(params))))
+        return unrolls, jax.value_and_grad(loss)(params)
+
+    cpu_unrolls, (cpu_value, cpu_grads) = traced()
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    gpu_unrolls, (gpu_value, gpu_grads) = traced()
+    assert cpu_unrolls == {str(cfg.num_layers)} and gpu_unrolls == {"1"}
+    np.testing.assert_allclose(gpu_value, cpu_value, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(gpu_grads), jax.tree.leaves(cpu_grads), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(b).max())

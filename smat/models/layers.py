@@ -247,19 +247,21 @@ def run_layers(
     attention: AttentionMode,
     query_pooling: QueryPooling,
 ) -> LayerStackOutput:
-    """Runs stacked layers with a fully unrolled ``jax.lax.scan``, collecting what
-    ``attention`` asks for.
+    """Runs stacked layers with ``jax.lax.scan``, collecting what ``attention`` asks for.
 
-    Unrolled, XLA fuses across layers and the nested gradients of the SMaT step do not
-    stack per-layer residuals in loop buffers: the step runs about 9% faster on CPU
-    (``benchmarks/meta_step.py``), for compile time that grows with the depth.
+    On the CPU the scan is fully unrolled: XLA fuses across layers and the nested gradients
+    of the SMaT step do not stack per-layer residuals in loop buffers, so the step runs
+    about 9% faster (``benchmarks/meta_step.py``), for compile time that grows with the
+    depth. On other backends it stays a loop, compiling one layer body: on an H200 the
+    unrolled training steps took 17-50 s to compile (``docs/benchmarks.md``).
 
     Each layer is called as ``layer(h, mask=..., dropout_rng=...) -> (h, logits)``; layer
     ``l`` gets ``fold_in(dropout_rng, l + 1)`` (site 0 is left to the embeddings).
     """
     graphdef, state = nnx.split(layers)
     return _scan_layers(graphdef, state, hidden, mask, dropout_rng, num_layers=num_layers,
-                        attention=attention, query_pooling=query_pooling)
+                        attention=attention, query_pooling=query_pooling,
+                        unroll=jax.default_backend() == "cpu")
 
 
 # A jitted function of the layers' structure: a model called outside jit (the Captum-like
@@ -267,11 +269,12 @@ def run_layers(
 # closing over each call's arrays is traced and compiled again at every call. Inside an
 # outer jit it is inlined.
 @functools.partial(jax.jit, static_argnames=("graphdef", "num_layers", "attention",
-                                             "query_pooling"))
+                                             "query_pooling", "unroll"))
 def _scan_layers(graphdef: nnx.GraphDef, state: nnx.State,
                  hidden: Float[Array, "batch seq hidden"], mask: Bool[Array, "batch seq"],
                  dropout_rng: jax.Array | None, *, num_layers: int,
-                 attention: AttentionMode, query_pooling: QueryPooling) -> LayerStackOutput:
+                 attention: AttentionMode, query_pooling: QueryPooling,
+                 unroll: bool) -> LayerStackOutput:
     if dropout_rng is None:
         keys = None
     else:
@@ -288,7 +291,7 @@ def _scan_layers(graphdef: nnx.GraphDef, state: nnx.State,
         )
         return h, (h, full, pooled)
 
-    _, (hidden_states, full, pooled) = jax.lax.scan(body, hidden, (state, keys), unroll=True)
+    _, (hidden_states, full, pooled) = jax.lax.scan(body, hidden, (state, keys), unroll=unroll)
     return LayerStackOutput(hidden_states, full, pooled)
 
 
