@@ -298,16 +298,17 @@ def test_the_layer_loop_is_unrolled_on_the_cpu_only_with_equal_results(monkeypat
     graphdef, params = functional.split(TextEncoder(cfg, rngs=nnx.Rngs(0)))
     ids, mask, types = _batch(cfg)
 
-    def loss(params):
-        out = functional.apply(graphdef, params, input_ids=ids, attention_mask=mask,
-                               token_type_ids=types, dropout_rng=jax.random.key(3),
-                               attention="pooled")
-        return (jnp.sum(out.last_hidden_state ** 2)
-                + jnp.sum(jnp.where(jnp.isfinite(out.pooled_attention_logits),
-                                    out.pooled_attention_logits, 0.0) ** 2))
-
     def traced():
-        jax.clear_caches()  # the choice is made when tracing
+        # a new function each time: the backend is read when tracing, and JAX keeps the
+        # traces of a function it has seen
+        def loss(params):
+            out = functional.apply(graphdef, params, input_ids=ids, attention_mask=mask,
+                                   token_type_ids=types, dropout_rng=jax.random.key(3),
+                                   attention="pooled")
+            return (jnp.sum(out.last_hidden_state ** 2)
+                    + jnp.sum(jnp.where(jnp.isfinite(out.pooled_attention_logits),
+                                        out.pooled_attention_logits, 0.0) ** 2))
+
         unrolls = set(re.findall(r"unroll=(\d+)", str(jax.make_jaxpr(loss)(params))))
         return unrolls, jax.value_and_grad(loss)(params)
 
