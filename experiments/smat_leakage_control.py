@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from command_line import command_runtime
-from smat_table1 import comparisons_table, steps_table
+from smat_table1_cells import cells_report, check_one_teacher
 
-from smat.evaluation.simulability import paired_seed_comparison, simulability_table
 from smat.json_files import read_json
 from smat.store.run_log import write_json_atomic
 
@@ -42,9 +41,10 @@ COMPARISONS = (("smat", CONTROL), (CONTROL, "attention_all"), (CONTROL, "none"),
                ("smat", "attention_all"), ("smat", "none"))
 
 
-def control_records(control: Mapping[str, Any],
-                    cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The cells' students of the control's sizes, then the control's (as :data:`CONTROL`).
+def control_records(control: Mapping[str, Any], cells: Mapping[str, Mapping[str, Any]]
+                    ) -> list[dict[str, Any]]:
+    """The cells' students (`cells` by file name) of the control's sizes, then the
+    control's (as :data:`CONTROL`).
 
     Raises:
       ValueError: `control` is not a shuffled-text run, or the runs used different teachers
@@ -53,12 +53,9 @@ def control_records(control: Mapping[str, Any],
     if control.get("explanation_source") != "shuffled_text":
         raise ValueError("--control must be a smat_table1.py run with --explanation-source "
                          f"shuffled_text; it records {control.get('explanation_source')!r}")
-    teachers = {repr(run.get("teacher_test")) for run in (control, *cells)}
-    if len(teachers) != 1:
-        raise ValueError(f"the runs were trained from different teachers (test scores "
-                         f"{sorted(teachers)}); compare a control with its own cell's runs")
+    check_one_teacher({"--control": control, **cells})
     sizes = {record["num_examples"] for record in control["records"]}
-    return [*(record for run in cells for record in run["records"]
+    return [*(record for run in cells.values() for record in run["records"]
               if record["num_examples"] in sizes),
             *({**record, "explainer": CONTROL} for record in control["records"])]
 
@@ -67,24 +64,15 @@ def run(control_file: str | Path, cell_files: Sequence[str | Path], *,
         output_dir: str | Path) -> dict[str, Any]:
     """Compare, write ``table.md`` and ``results.json``; returns the summary."""
     control = read_json(control_file)
-    records = control_records(control, [read_json(path) for path in cell_files])
-    present = {record["explainer"] for record in records}
-    comparisons = [{"candidate": candidate, "baseline": baseline, **row}
-                   for candidate, baseline in COMPARISONS
-                   if {candidate, baseline} <= present
-                   for row in paired_seed_comparison(records, candidate=candidate,
-                                                     baseline=baseline)]
-    table = simulability_table(records)
-    text = (f"Teacher test accuracy {100 * control['teacher_test']['accuracy']:.2f}%. "
-            f"`{CONTROL}`: SMaT students trained on the teacher's explanations of each "
-            "row's tokens in a shuffled order (a label written into where the mass sits "
-            "survives; the explanation does not).\n\nTest simulability, median [q25:q75] "
-            f"over seeds:\n\n{table}\n\nPaired over seeds (one-sided Wilcoxon signed-rank, "
-            f"one trained student per seed):\n\n{comparisons_table(comparisons)}\n\n"
-            f"Training steps per student (median [min:max]):\n\n{steps_table(records)}\n")
+    records = control_records(control, {str(path): read_json(path) for path in cell_files})
+    table, comparisons, text = cells_report(records, COMPARISONS)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "table.md").write_text(text)
+    (output_dir / "table.md").write_text(
+        f"Teacher test accuracy {100 * control['teacher_test']['accuracy']:.2f}%. "
+        f"`{CONTROL}`: SMaT students trained on the teacher's explanations of each row's "
+        "tokens in a shuffled order (a label written into where the mass sits survives; "
+        f"the explanation does not).\n\n{text}")
     summary = {"control": str(control_file), "cells": [str(path) for path in cell_files],
                "teacher_test": control["teacher_test"], "table": table,
                "paired_over_seeds": comparisons, "records": records}

@@ -19,6 +19,7 @@ import smat_digits  # noqa: E402
 import smat_leakage_control  # noqa: E402
 import smat_sweep  # noqa: E402
 import smat_table1  # noqa: E402
+import smat_table1_cells  # noqa: E402
 import smat_table2_plausibility  # noqa: E402
 import smat_table3_cifar  # noqa: E402
 import smat_table7_normalizers  # noqa: E402
@@ -582,3 +583,42 @@ def test_leakage_control_pairs_the_control_with_its_cells_students(tmp_path, cap
             smat_leakage_control.main(["--control", str(tmp_path / "bad.json"), "--cells",
                                        *map(str, cells), "--output-dir", str(tmp_path / "x")])
         assert stopped.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_cells_trained_in_separate_calls_are_paired_by_seed_from_one_teacher(tmp_path, capsys):
+    """The committed n=500 SST-2 cells (one call each) joined: the paired tests come out as
+    the leakage control's comparison of the same cells did; a cell whose students name
+    other teacher weights is refused, naming each file's."""
+    results = Path(__file__).resolve().parents[1] / "docs" / "results" / "smat_table1_sst2"
+    cells = [results / f"n500_{name}.json" for name in ("none", "attention_all", "smat")]
+    smat_table1_cells.main(["--cells", *map(str, cells), "--output-dir", str(tmp_path / "out")])
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = {(r["candidate"], r["baseline"]): r for r in summary["paired_over_seeds"]}
+    assert set(rows) == {("smat", "attention_all"), ("smat", "none"), ("attention_all", "none")}
+    control = json.loads((results / "control_n500_comparison.json").read_text())
+    for row in control["paired_over_seeds"]:
+        if (row["candidate"], row["baseline"]) in rows:
+            assert rows[row["candidate"], row["baseline"]] == row
+    smat, none = (json.loads(cells[i].read_text())["records"] for i in (2, 0))
+    diffs = sorted(a["test"]["accuracy"] - b["test"]["accuracy"] for a, b in zip(
+        sorted(smat, key=lambda r: r["seed"]), sorted(none, key=lambda r: r["seed"]),
+        strict=True))
+    assert rows["smat", "none"]["median_difference"] == pytest.approx(diffs[2])
+    assert "| attention_all vs none | 500 | 5 |" in (tmp_path / "out" / "table.md").read_text()
+    capsys.readouterr()
+    # the same teacher score, other weights in the students' records
+    def cell(name, index, weights):
+        run = json.loads(cells[index].read_text())
+        run["records"] = [{**record, "teacher_params": weights} for record in run["records"]]
+        (tmp_path / name).write_text(json.dumps(run))
+        return str(tmp_path / name)
+
+    ours, theirs = cell("a.json", 0, "aaaa"), cell("b.json", 1, "bbbb")
+    # records written before the weights were kept (the committed smat cell) name none
+    smat_table1_cells.main(["--cells", ours, str(cells[2]), "--output-dir", str(tmp_path / "y")])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        smat_table1_cells.main(["--cells", ours, theirs, "--output-dir", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "different teachers" in err and "Traceback" not in err
+    assert f"{ours}: test accuracy 0.895, weights aaaa" in err and "weights bbbb" in err

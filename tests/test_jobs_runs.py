@@ -210,3 +210,40 @@ def test_a_teacher_trained_on_one_batch_shape_is_also_evaluated_on_it(tiny_teach
     # the corpus's sentences are under 16 tokens, so cuts to multiples of 16 would show here
     assert widths and set(widths) == {32}
     assert json.loads((tmp_path / "result.json").read_text())["test"]["accuracy"] > 0
+
+
+def test_students_never_resume_from_a_teacher_whose_weights_changed(tiny_teacher, tmp_path,
+                                                                   capsys):
+    """A teacher trained again in its folder (its settings unchanged, its weights not: float
+    summation order differs between machines) must not take over its students' runs: the
+    students' settings and records name the teacher's weights."""
+    import shutil
+
+    import jax
+
+    from smat.cli import main
+    from smat.models import functional
+    from smat.store import model_store
+
+    teacher = shutil.copytree(tiny_teacher, tmp_path / "teacher")
+    args = ["train-student", "--teacher", str(teacher), "--explainers", "none", "--size", "16",
+            "--max-epochs", "1", "--batch-size", "16", "--no-progress",
+            "--output-dir", str(tmp_path / "student")]
+    assert main(args) == 0
+    fingerprint = model_store.saved_params_fingerprint(teacher / "model")
+    record = json.loads((tmp_path / "student" / "result.json").read_text())
+    assert record["teacher_params"] == fingerprint
+    assert main(args) == 0  # the same teacher: the finished student is reused
+    capsys.readouterr()
+
+    trained = model_store.load(teacher / "model")
+    leaves, treedef = jax.tree.flatten(functional.split(trained.model)[1])
+    retrained = jax.tree.unflatten(treedef, [leaves[0] + 1e-3, *leaves[1:]])
+    described = model_store.describe(trained.model)
+    model_store.save(teacher / "model", trained.model, trained.tokenizer, params=retrained,
+                     **{key: value for key, value in trained.info.items()
+                        if key not in described and key != "params_fingerprint"})
+    assert model_store.saved_params_fingerprint(teacher / "model") != fingerprint
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "teacher_params" in err and fingerprint in err and "Traceback" not in err

@@ -33,6 +33,30 @@ def test_saving_other_params_and_errors(tmp_path):
         model_store.load(tmp_path / "missing")
 
 
+def test_the_fingerprint_names_the_weights_not_the_settings(tmp_path):
+    """Two models of one architecture and settings whose weights differ in one value get
+    different fingerprints; a save and load keeps it; a model.json saved before it was
+    recorded gets the same value computed from its stored parameters."""
+    import json
+
+    model = tiny_classifier(seed=3)
+    params = functional.split(model)[1]
+    leaves, treedef = jax.tree.flatten(params)
+    nudged = jax.tree.unflatten(treedef, [leaves[0].at[(0,) * leaves[0].ndim].add(1e-6),
+                                          *leaves[1:]])
+    assert model_store.params_fingerprint(nudged) != model_store.params_fingerprint(params)
+    assert model_store.params_fingerprint(
+        functional.split(tiny_classifier(seed=3))[1]) == model_store.params_fingerprint(params)
+    folder = model_store.save(tmp_path / "m", model, None)
+    info = json.loads((folder / "model.json").read_text())
+    assert info["params_fingerprint"] == model_store.params_fingerprint(params)
+    assert model_store.params_fingerprint(
+        functional.split(model_store.load(folder).model)[1]) == info["params_fingerprint"]
+    del info["params_fingerprint"]
+    (folder / "model.json").write_text(json.dumps(info))
+    assert model_store.saved_params_fingerprint(folder) == model_store.params_fingerprint(params)
+
+
 def test_encode_texts_tokenizes_at_max_len_and_names_the_job_in_errors():
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
     text_model = model_store.TrainedModel(tiny_classifier(), tokenizer,

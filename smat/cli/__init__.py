@@ -192,7 +192,7 @@ def _flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
 
 
 # fingerprints a run's config.json records are not settings
-_NOT_SETTINGS = {"data_fingerprint", "teacher"}
+_NOT_SETTINGS = {"data_fingerprint", "teacher", "teacher_params"}
 
 
 def _recorded_defaults(command: Command, recorded: dict[str, Any],

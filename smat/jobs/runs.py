@@ -564,7 +564,11 @@ def run_student(
         raise FileNotFoundError(f"{teacher_dir} is not a finished teacher run (no result.json); "
                                 "train one with `smat train-teacher --output-dir DIR`")
     teacher_config = read_json(teacher_dir / "config.json")
+    # the teacher's weights as well as its settings: a teacher trained again in the same
+    # folder (on another machine, say) can differ, and its students must not resume
+    teacher_params = model_store.saved_params_fingerprint(teacher_dir / "model")
     settings = [{"teacher_dir": str(teacher_dir), "teacher": settings_hash(teacher_config),
+                 "teacher_params": teacher_params,
                  "num_examples": num_examples,
                  "student": dataclasses.asdict(with_loop(config, seed=seed))} for seed in seeds]
     for folder, recorded in zip(folders, settings, strict=True):
@@ -581,7 +585,7 @@ def run_student(
                                 progress=progress)
         for i, seed, result in zip(todo, todo_seeds, results, strict=True):
             _finish_student(folders[i], inputs, with_loop(config, seed=seed),
-                            num_examples, result)
+                            num_examples, result, teacher_params=teacher_params)
     return [read_json(folder / "result.json") for folder in folders]
 
 
@@ -759,12 +763,14 @@ def _student_inputs(teacher_dir: Path, config: StudentTrainConfig, num_examples:
 
 
 def _finish_student(output_dir: Path, inputs: _StudentInputs, config: StudentTrainConfig,
-                    num_examples: int, result: Any) -> dict[str, Any]:
-    """Write a trained student's `result.json` (and a SMaT run's learned explainer)."""
+                    num_examples: int, result: Any, *, teacher_params: str) -> dict[str, Any]:
+    """Write a trained student's `result.json` (and a SMaT run's learned explainer); the
+    record names its teacher's weights (`teacher_params`), so students of two teachers are
+    never paired as if they shared one."""
     record = {"explainer": config.explainer, "seed": config.loop.seed, "num_examples": num_examples,
               "test": result.test, "validation": result.validation,
               "best_step": result.best_step, "steps": result.steps,
-              "train_seconds": round(result.seconds, 1)}
+              "train_seconds": round(result.seconds, 1), "teacher_params": teacher_params}
     if result.teacher_explainer_params is not None:
         encoder = inputs.trained.model.encoder.config
         teacher_cfg, _ = explainer_configs(

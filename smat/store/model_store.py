@@ -3,7 +3,8 @@
 A trained-model folder is self-describing, so ``smat predict --model DIR`` or a student
 run needs nothing but the folder:
 
-    DIR/model.json    encoder config, task, num_labels, pooling, label names, max_len
+    DIR/model.json    encoder config, task, num_labels, pooling, label names, max_len,
+                      the parameters' fingerprint
     DIR/tokenizer/    the transformers tokenizer (text models)
     DIR/params/       orbax checkpoint of the parameters (exact round trip)
 """
@@ -11,10 +12,13 @@ run needs nothing but the folder:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
+import numpy as np
 from flax import nnx
 
 from smat.data import Encoded, tokenize_texts
@@ -63,8 +67,29 @@ def save(path: str | Path, model: SequenceClassifier, tokenizer: Any, *,
     checkpoint.save(path / "params", params, metadata={}, overwrite=True)
     if tokenizer is not None:
         tokenizer.save_pretrained(str(path / "tokenizer"))
-    write_json_atomic(path / "model.json", describe(model, **extra))
+    write_json_atomic(path / "model.json", describe(
+        model, params_fingerprint=params_fingerprint(params), **extra))
     return path
+
+
+def params_fingerprint(params: nnx.State) -> str:
+    """First 16 hex digits of the SHA-256 of every parameter's name, dtype, shape and
+    values: it names the trained weights, not the settings that trained them, so a teacher
+    trained again with the same settings (on another machine, where float summation order
+    can differ) is told apart from the one its students learned from."""
+    digest = hashlib.sha256()
+    for key, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        value = np.asarray(leaf)
+        digest.update(f"{jax.tree_util.keystr(key)} {value.dtype} {value.shape};".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def saved_params_fingerprint(path: str | Path) -> str:
+    """The :func:`params_fingerprint` a trained-model folder records, computed from its
+    stored parameters for a model saved before it was recorded."""
+    recorded = read_json(Path(path) / "model.json").get("params_fingerprint")
+    return recorded or params_fingerprint(functional.split(load(path).model)[1])
 
 
 def encoder_kind(path: str | Path) -> str | None:
