@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from command_line import command_runtime
-from smat_table1_cells import cells_report, check_one_teacher
+from smat_table1_cells import cells_report, check_one_teacher, joined_records
 
 from smat.json_files import read_json
 from smat.store.run_log import write_json_atomic
@@ -47,16 +47,15 @@ def control_records(control: Mapping[str, Any], cells: Mapping[str, Mapping[str,
     control's (as :data:`CONTROL`).
 
     Raises:
-      ValueError: `control` is not a shuffled-text run, or the runs used different teachers
-        (their students would not be comparable).
+      ValueError: `control` is not a shuffled-text run, the runs used different teachers
+        (their students would not be comparable), or a student is in two cell files.
     """
     if control.get("explanation_source") != "shuffled_text":
         raise ValueError("--control must be a smat_table1.py run with --explanation-source "
                          f"shuffled_text; it records {control.get('explanation_source')!r}")
     check_one_teacher({"--control": control, **cells})
     sizes = {record["num_examples"] for record in control["records"]}
-    return [*(record for run in cells.values() for record in run["records"]
-              if record["num_examples"] in sizes),
+    return [*(record for record in joined_records(cells) if record["num_examples"] in sizes),
             *({**record, "explainer": CONTROL} for record in control["records"])]
 
 

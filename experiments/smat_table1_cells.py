@@ -52,6 +52,25 @@ def check_one_teacher(runs: Mapping[str, Mapping[str, Any]]) -> None:
                          "only the cells of one teacher")
 
 
+def joined_records(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every student of `runs` (by file name), once.
+
+    Raises:
+      ValueError: a student (setting, size, seed) in two files, or twice in one.
+    """
+    seen: dict[tuple[str, int, int], str] = {}
+    records = []
+    for name, run in runs.items():
+        for record in run["records"]:
+            key = (record["explainer"], record["num_examples"], record["seed"])
+            if key in seen:
+                raise ValueError(f"the {key[0]} student of n={key[1]}, seed {key[2]} is in "
+                                 f"{seen[key]} and in {name}: list each cell once")
+            seen[key] = name
+            records.append(record)
+    return records
+
+
 def cells_report(records: Sequence[Mapping[str, Any]],
                  comparisons: Sequence[tuple[str, str]] = COMPARISONS
                  ) -> tuple[str, list[dict[str, Any]], str]:
@@ -74,7 +93,7 @@ def run(cell_files: Sequence[str | Path], *, output_dir: str | Path) -> dict[str
     """Join, check, compare; write ``table.md`` and ``results.json``; returns the summary."""
     runs = {str(path): read_json(path) for path in cell_files}
     check_one_teacher(runs)
-    records = [record for run in runs.values() for record in run["records"]]
+    records = joined_records(runs)
     table, paired, text = cells_report(records)
     teacher_test = next(iter(runs.values()))["teacher_test"]
     output_dir = Path(output_dir)

@@ -622,3 +622,12 @@ def test_cells_trained_in_separate_calls_are_paired_by_seed_from_one_teacher(tmp
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and "different teachers" in err and "Traceback" not in err
     assert f"{ours}: test accuracy 0.895, weights aaaa" in err and "weights bbbb" in err
+    # a cell in two files would count its students twice
+    copy = tmp_path / "copy.json"
+    copy.write_text(cells[2].read_text())
+    with pytest.raises(SystemExit) as stopped:
+        smat_table1_cells.main(["--cells", str(cells[2]), ours, str(copy),
+                                "--output-dir", str(tmp_path / "x")])
+    assert stopped.value.code == 2
+    assert f"the smat student of n=500, seed 0 is in {cells[2]} and in {copy}" in (
+        capsys.readouterr().err)
