@@ -4,7 +4,10 @@
 #   1. the leakage control: n=500 SMaT students on explanations of shuffled text (the
 #      teacher is trained first, in $OUT/teacher, if it has not finished), then its
 #      comparison with the n=500 cell's students;
-#   2. n=1000: none, attention_all, smat.
+#   2. n=1000: none, attention_all, smat, one seed per call (seed 0's three settings, then
+#      seed 1's, ...), so that each finished student is committed on its own: a machine lent
+#      for one session (the teacher retrained, then two or three students) loses at most
+#      the student it was training. smat_table1_cells.py joins the seeds' files into one table.
 # Each finished cell's results.json and table.md are copied to docs/results/smat_table1_sst2/
 # and committed. A cell's process grows to 14-15 GB between evaluations, so above
 # LIMIT_KB of resident memory it is interrupted (SIGINT: it checkpoints its running step) and
@@ -71,6 +74,9 @@ if [ ! -f "$RESULTS/control_n500_comparison.md" ]; then
   && git commit -q -m "SST-2 leakage control paired with its cell's students (issue 33)" \
     -- "$RESULTS/control_n500_comparison.md" "$RESULTS/control_n500_comparison.json"
 fi
-for explainer in none attention_all smat; do
-  run_cell "n1000_$explainer" "$OUT" --explainers "$explainer" --sizes 1000
+for seed in 0 1 2 3 4; do
+  for explainer in none attention_all smat; do
+    run_cell "n1000_${explainer}_seed$seed" "$OUT" --explainers "$explainer" --sizes 1000 \
+      --seeds "$seed"
+  done
 done
