@@ -238,7 +238,9 @@ def smat_diagnostics(records: Sequence[Mapping[str, Any]], students_dir: Path,
 
 
 def diagnostics_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Markdown table of :func:`smat_diagnostics`."""
+    """Markdown table of :func:`smat_diagnostics` (a sentence when there is no SMaT student)."""
+    if not rows:
+        return "No SMaT students in these records."
     lines = ["| n | seed | test acc | steps (best) | non-zero heads | max lambda | "
              "L1 from uniform | outer grad norm mean / max | KL first -> last |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -260,7 +262,10 @@ def paired_comparisons(records: Sequence[Mapping[str, Any]], *,
 
 
 def comparisons_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Markdown table of the paired comparisons over seeds."""
+    """Markdown table of the paired comparisons over seeds (a sentence when there is none,
+    as for a call that trained one setting: ``smat_table1_cells.py`` pairs such calls)."""
+    if not rows:
+        return "No compared pair of settings has students in these records."
     lines = ["| candidate vs baseline | n | models | median difference (points) | wins | "
              "p (one-sided) |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['candidate']} vs {r['baseline']} | {r['num_examples']} | "

@@ -282,6 +282,18 @@ def test_median_record_takes_the_middle_seed():
         smat_table1.median_record(records, explainer="smat", num_examples=500)
 
 
+def test_a_one_setting_call_reports_no_comparison_rather_than_an_empty_table():
+    # the SST-2 queue trains one setting of one seed per call: its table.md must not show
+    # table headers without rows, and a call with a pair must still get its table
+    alone = [_record("none", 0, 0.868)]
+    assert smat_table1.paired_comparisons(alone) == []
+    assert smat_table1.comparisons_table([]).startswith("No compared pair of settings")
+    assert smat_table1.diagnostics_table([]) == "No SMaT students in these records."
+    pair = smat_table1.paired_comparisons(alone + [_record("attention_all", 0, 0.878)])
+    table = smat_table1.comparisons_table(pair)
+    assert table.splitlines()[2].startswith("| attention_all vs none | 125 | 1 | +1.00 | 1/1")
+
+
 def test_normalizer_table_marks_cells_above_the_baseline():
     baseline = [_record("none", s, a) for s, a in enumerate((0.60, 0.61, 0.62))]
     records = {normalizer: [_record(setting, s, a + (0.2 if normalizer == "sparsemax" else 0))
