@@ -4,10 +4,12 @@
 #   1. the leakage control: n=500 SMaT students on explanations of shuffled text (the
 #      teacher is trained first, in $OUT/teacher, if it has not finished), then its
 #      comparison with the n=500 cell's students;
-#   2. n=1000: none, attention_all, smat, one seed per call (seed 0's three settings, then
+#   2. n=1000: none, smat, attention_all, one seed per call (seed 0's three settings, then
 #      seed 1's, ...), so that each finished student is committed on its own: a machine lent
 #      for one session (the teacher retrained, then two or three students) loses at most
-#      the student it was training. smat_table1_cells.py joins the seeds' files into one table.
+#      the student it was training; the hour-long SMaT student goes before the half-hour
+#      static one, so that a session's end cuts off the cheaper one. smat_table1_cells.py
+#      joins the seeds' files into one table.
 # Each finished cell's results.json and table.md are copied to docs/results/smat_table1_sst2/
 # and committed. A cell's process grows to 14-15 GB between evaluations, so above
 # LIMIT_KB of resident memory it is interrupted (SIGINT: it checkpoints its running step) and
@@ -75,7 +77,7 @@ if [ ! -f "$RESULTS/control_n500_comparison.md" ]; then
     -- "$RESULTS/control_n500_comparison.md" "$RESULTS/control_n500_comparison.json"
 fi
 for seed in 0 1 2 3 4; do
-  for explainer in none attention_all smat; do
+  for explainer in none smat attention_all; do
     run_cell "n1000_${explainer}_seed$seed" "$OUT" --explainers "$explainer" --sizes 1000 \
       --seeds "$seed"
   done
