@@ -7,7 +7,7 @@
 #   2. n=1000: none, smat, attention_all, one seed per call (seed 0's three settings, then
 #      seed 1's, ...), so that each finished student is committed on its own: a machine lent
 #      for one session (the teacher retrained, then two or three students) loses at most
-#      the student it was training; the hour-long SMaT student goes before the half-hour
+#      the student it was training; the hour-long SMaT student goes before the shorter
 #      static one, so that a session's end cuts off the cheaper one. smat_table1_cells.py
 #      joins the seeds' files into one table.
 # Each finished cell's results.json and table.md are copied to docs/results/smat_table1_sst2/
