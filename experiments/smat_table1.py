@@ -90,6 +90,7 @@ from smat.evaluation.simulability import (
 )
 from smat.jobs.grid import run_grid
 from smat.jobs.runs import DataConfig, reused_teacher, run_teacher, saved_data_config
+from smat.store.model_store import saved_params_fingerprint
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig
@@ -326,11 +327,14 @@ def chosen_config(variant: str, *, data_dir: str | None = None,
 def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
         teacher_dir: str | Path | None = None, explainers: Sequence[str] | None = None,
         sizes: Sequence[int] | None = None, seeds: Sequence[int] | None = None,
-        explanation_source: str | None = None, progress: bool = True) -> dict[str, Any]:
+        explanation_source: str | None = None, progress: bool = True,
+        teacher_only: bool = False) -> dict[str, Any]:
     """Train (or reuse) the teacher and every student of the grid (or of the given subset
     of its settings and sizes, or with other seeds, or with the teacher's explanations of
     shuffled text: the leakage control); write the table and figures. Returns the summary
-    written to ``results.json``.
+    written to ``results.json``; with `teacher_only`, stops after the teacher and returns
+    its folder, test scores and weights fingerprint (a queue of one-student calls asks which
+    teacher its students will learn from before it skips the ones already trained).
 
     Raises:
       ValueError: a choice :func:`chosen_config` refuses.
@@ -358,6 +362,9 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     (teacher,) = [reused] if reused else run_teacher(
         data=config["data"], train=config["teacher"], output_dir=teacher_dir,
         progress=progress)
+    if teacher_only:
+        return {"teacher_dir": str(teacher_dir), "teacher_test": teacher["test"],
+                "teacher_params": saved_params_fingerprint(teacher_dir / "model")}
     records = run_grid(teacher_dir, sizes=config["sizes"], explainers=config["explainers"],
                        seeds=config["seeds"], student=config["student"],
                        output_dir=output_dir / "students", progress=progress)
@@ -430,13 +437,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--explanation-source", default=None, choices=EXPLANATION_SOURCES,
                         help="shuffled_text: the leakage control, every teacher explanation "
                              "computed on its row's tokens in a shuffled order (default text)")
+    parser.add_argument("--teacher-only", action="store_true",
+                        help="train (or reuse) the teacher and stop, printing its test "
+                             "accuracy and weights fingerprint (scripts/sst2_cells.sh asks "
+                             "it which teacher's students are already committed)")
     args = parse_variant_args(parser, argv)
     output_dir = args.output_dir
     with command_runtime(parser):
         summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
                       teacher_dir=args.teacher, explainers=args.explainers, sizes=args.sizes,
                       seeds=args.seeds, explanation_source=args.explanation_source,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, teacher_only=args.teacher_only)
+    if args.teacher_only:
+        print(f"teacher {summary['teacher_dir']}: test accuracy "
+              f"{100 * summary['teacher_test']['accuracy']:.2f}%, weights "
+              f"{summary['teacher_params']}")
+        return
     print((Path(output_dir) / "table.md").read_text())
     if "figure5_seed" in summary:
         print(f"Figure 5: seed {summary['figure5_seed']}, {summary['figure5_nonzero_heads']} "

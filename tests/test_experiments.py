@@ -149,6 +149,20 @@ def test_table1_subsets_are_checked_before_any_training(tmp_path):
     assert not (tmp_path / "config.json").exists()
 
 
+def test_table1_teacher_only_stops_before_any_student(tiny_teacher, tmp_path, capsys):
+    from smat.models import functional
+    from smat.store import model_store
+
+    with pytest.warns(command_line.OtherDataTeacherWarning):  # the tiny teacher's csv
+        smat_table1.main(["--smoke", "--teacher", str(tiny_teacher), "--teacher-only",
+                          "--output-dir", str(tmp_path)])
+    # the fingerprint of the weights themselves, not only the one model.json records
+    model = model_store.load(tiny_teacher / "model").model
+    weights = model_store.params_fingerprint(functional.split(model)[1])
+    assert capsys.readouterr().out.strip().endswith(f"weights {weights}")
+    assert not (tmp_path / "students").exists() and not (tmp_path / "results.json").exists()
+
+
 def test_sweep_changes_each_alter_what_they_name():
     student = smat_table1.get_config("cpu")["student"]
     changed = smat_sweep.changes(student)
