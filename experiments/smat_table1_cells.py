@@ -8,8 +8,7 @@ seeds (SMaT against static attention and no explainer, static attention against 
 explainer; each student one observation) and the steps each student took:
 
     python experiments/smat_table1_cells.py \\
-        --cells docs/results/smat_table1_sst2/n1000_none.json \\
-            docs/results/smat_table1_sst2/n1000_attention_all.json \\
+        --cells docs/results/smat_table1_sst2/n1000/teacher_742acae66bdb9b61/*.json \\
         --output-dir runs/smat_table1_sst2_n1000
 
 Each file is the ``results.json`` of a `smat_table1.py` call (or its copy under
