@@ -19,7 +19,9 @@
 # LIMIT_KB of resident memory it is interrupted (SIGINT: it checkpoints its running step) and
 # restarted; `touch runs/sst2_pause` interrupts it and waits until the file is removed
 # (for timing runs). A call that fails three times without being interrupted stops the
-# queue. Usage:  nohup scripts/sst2_cells.sh > runs/sst2_cells.log 2>&1 &
+# queue. SETTINGS="none attention_all" trains only those settings (in that order; e.g. to
+# finish the half-hour students before a session's end on a machine where a SMaT student
+# takes two hours). Usage:  nohup scripts/sst2_cells.sh > runs/sst2_cells.log 2>&1 &
 set -u
 cd "$(dirname "$0")/.."
 DATA=${DATA:-../shared/data/sst2_glue}
@@ -106,7 +108,7 @@ from smat.store.model_store import saved_params_fingerprint
 print(saved_params_fingerprint(sys.argv[1]))' "$OUT/teacher/model") || exit 1
 echo "$(date -u +%FT%TZ) n=1000 students of teacher $TEACHER"
 for seed in 0 1 2 3 4; do
-  for explainer in none smat attention_all; do
+  for explainer in ${SETTINGS:-none smat attention_all}; do
     run_cell "$RESULTS/n1000/teacher_$TEACHER/${explainer}_seed$seed" "$OUT" \
       --explainers "$explainer" --sizes 1000 --seeds "$seed"
   done
