@@ -317,5 +317,8 @@ def test_the_layer_loop_is_unrolled_on_the_cpu_only_with_equal_results(monkeypat
     gpu_unrolls, (gpu_value, gpu_grads) = traced()
     assert cpu_unrolls == {str(cfg.num_layers)} and gpu_unrolls == {"1"}
     np.testing.assert_allclose(gpu_value, cpu_value, rtol=1e-5)
+    # the loop and the unrolled program sum in other orders: a small gradient entry can
+    # move by 0.5% (seen on an AVX-512 FP16 Xeon), so entries are compared at 1% of their
+    # leaf's largest; other dropout masks or a missed layer move them by far more
     for a, b in zip(jax.tree.leaves(gpu_grads), jax.tree.leaves(cpu_grads), strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(b).max())
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-2 * np.abs(b).max())
