@@ -4,7 +4,8 @@
 #   1. the leakage control: n=500 SMaT students on explanations of shuffled text (the
 #      teacher is trained first, in $OUT/teacher, if it has not finished), then its
 #      comparison with the n=500 cell's students;
-#   2. n=1000: none, smat, attention_all, one seed per call (seed 0's three settings, then
+#   2. the teacher portability probe (which XLA flags make teachers agree across machines);
+#   3. n=1000: none, smat, attention_all, one seed per call (seed 0's three settings, then
 #      seed 1's, ...), so that each finished student is committed on its own: a machine lent
 #      for one session (the teacher retrained, then two or three students) loses at most
 #      the student it was training; the hour-long SMaT student goes before the shorter
@@ -101,6 +102,13 @@ if [ ! -f "$RESULTS/control_n500_comparison.md" ]; then
   && git commit -q -m "SST-2 leakage control paired with its cell's students (issue 33)" \
     -- "$RESULTS/control_n500_comparison.md" "$RESULTS/control_n500_comparison.json"
 fi
+# which XLA CPU flags would give every kind of machine one teacher: a few minutes, once per
+# machine, its fingerprints committed (scripts/teacher_portability.py); a failure stops only it
+PORTABILITY=docs/results/teacher_portability
+"$PYTHON" scripts/teacher_portability.py && git add "$PORTABILITY" \
+  && { git diff --cached --quiet -- "$PORTABILITY" \
+       || git commit -q -m "Teacher portability probe on another machine (issue 33)" \
+         -- "$PORTABILITY"; }
 # this machine's teacher (trained first if it has not finished) names the n=1000 folder
 run_driver teacher "$OUT" --teacher-only
 TEACHER=$("$PYTHON" -c 'import sys
