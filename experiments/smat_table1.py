@@ -206,6 +206,19 @@ def median_record(records: Sequence[Mapping[str, Any]], *, explainer: str,
     return cell[(len(cell) - 1) // 2]
 
 
+def plot_figure5(records: Sequence[Mapping[str, Any]], *, num_examples: int,
+                 path: Path) -> dict[str, Any]:
+    """Figure 5: the head coefficients of the median SMaT student at `num_examples`, drawn
+    into `path`; returns its seed, non-zero heads and largest coefficient."""
+    figure_seed = median_record(records, explainer="smat", num_examples=num_examples)
+    weights = np.asarray(figure_seed["head_weights"])
+    plot_head_weights(weights, path, title=f"SMaT head coefficients (n={num_examples}, "
+                                           f"median seed {figure_seed['seed']})")
+    return {"figure5_seed": figure_seed["seed"],
+            "figure5_nonzero_heads": int((weights > 0).sum()),
+            "figure5_max_weight": float(weights.max())}
+
+
 def smat_diagnostics(records: Sequence[Mapping[str, Any]], students_dir: Path,
                      *, outer_clip_norm: float) -> list[dict[str, Any]]:
     """Per SMaT student: did its head coefficients move, was the outer gradient alive
@@ -275,12 +288,13 @@ def comparisons_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def steps_table(records: Sequence[Mapping[str, Any]]) -> str:
-    """Markdown table of the training steps each cell's students took (median [min:max])."""
+def steps_table(records: Sequence[Mapping[str, Any]], field: str = "steps") -> str:
+    """Markdown table of what each cell's students took (median [min:max]) of a record's
+    `field`, rounded to whole numbers: the training steps, or ``train_seconds``."""
     cells: dict[tuple[str, int], list[int]] = {}
     for record in records:
         cells.setdefault((record["explainer"], record["num_examples"]), []).append(
-            int(record["steps"]))
+            round(record[field]))
     sizes = sorted({size for _, size in cells})
     lines = ["| explainer | " + " | ".join(f"n={size}" for size in sizes) + " |",
              "|---|" + "---|" * len(sizes)]
@@ -370,17 +384,9 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
                        output_dir=output_dir / "students", progress=progress)
     table = simulability_table(records)
     plot_simulability(records, output_dir / "simulability.png")
-    figure5 = {}
-    if "smat" in config["explainers"]:
-        middle = config["sizes"][len(config["sizes"]) // 2]
-        figure_seed = median_record(records, explainer="smat", num_examples=middle)
-        weights = np.asarray(figure_seed["head_weights"])
-        plot_head_weights(weights, output_dir / "head_weights.png",
-                          title=f"SMaT head coefficients (n={middle}, median seed "
-                                f"{figure_seed['seed']})")
-        figure5 = {"figure5_seed": figure_seed["seed"],
-                   "figure5_nonzero_heads": int((weights > 0).sum()),
-                   "figure5_max_weight": float(weights.max())}
+    figure5 = (plot_figure5(records, num_examples=config["sizes"][len(config["sizes"]) // 2],
+                            path=output_dir / "head_weights.png")
+               if "smat" in config["explainers"] else {})
     diagnostics = smat_diagnostics(records, output_dir / "students",
                                    outer_clip_norm=ScaffoldConfig().outer_clip_norm)
     comparisons = paired_comparisons(records)

@@ -5,14 +5,16 @@ call, hours each), and its ``results.json`` pairs only the settings it trained. 
 joins the cells' students, refuses cells of different teachers (their test scores differ,
 or their records name other teacher weights), and writes the table, the paired tests over
 seeds (SMaT against static attention and no explainer, static attention against no
-explainer; each student one observation) and the steps each student took:
+explainer; each student one observation), the steps and training time each student took,
+and Figure 5 (the median SMaT student's head coefficients):
 
     python experiments/smat_table1_cells.py \\
         --cells docs/results/smat_table1_sst2/n1000/teacher_742acae66bdb9b61/*.json \\
         --output-dir runs/smat_table1_sst2_n1000
 
 Each file is the ``results.json`` of a `smat_table1.py` call (or its copy under
-docs/results). Writes ``table.md`` and ``results.json`` into the output folder.
+docs/results). Writes ``table.md``, ``results.json`` and (with SMaT students)
+``head_weights.png`` into the output folder.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from command_line import command_runtime
-from smat_table1 import COMPARISONS, comparisons_table, steps_table
+from smat_table1 import COMPARISONS, comparisons_table, plot_figure5, steps_table
 
 from smat.evaluation.simulability import paired_seed_comparison, simulability_table
 from smat.json_files import read_json
@@ -81,10 +83,13 @@ def cells_report(records: Sequence[Mapping[str, Any]],
               for row in paired_seed_comparison(records, candidate=candidate,
                                                 baseline=baseline)]
     table = simulability_table(records)
+    hours = sum(record["train_seconds"] for record in records) / 3600
     text = (f"Test simulability, median [q25:q75] over seeds:\n\n{table}\n\nPaired over "
             f"seeds (one-sided Wilcoxon signed-rank, one trained student per seed):\n\n"
             f"{comparisons_table(paired)}\n\nTraining steps per student (median "
-            f"[min:max]):\n\n{steps_table(records)}\n")
+            f"[min:max]):\n\n{steps_table(records)}\n\nTraining time per student, "
+            f"seconds (median [min:max]; {hours:.1f} h for all {len(records)}, each on "
+            f"the machine that trained it):\n\n{steps_table(records, 'train_seconds')}\n")
     return table, paired, text
 
 
@@ -97,10 +102,17 @@ def run(cell_files: Sequence[str | Path], *, output_dir: str | Path) -> dict[str
     teacher_test = next(iter(runs.values()))["teacher_test"]
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    smat_sizes = sorted({r["num_examples"] for r in records if r["explainer"] == "smat"})
+    figure5 = (plot_figure5(records, num_examples=smat_sizes[len(smat_sizes) // 2],
+                            path=output_dir / "head_weights.png") if smat_sizes else {})
+    if figure5:
+        text += (f"\nFigure 5 (`head_weights.png`): the median SMaT student (seed "
+                 f"{figure5['figure5_seed']}) keeps {figure5['figure5_nonzero_heads']} heads, "
+                 f"the largest coefficient {figure5['figure5_max_weight']:.3f}.\n")
     (output_dir / "table.md").write_text(
         f"Teacher test accuracy {100 * teacher_test['accuracy']:.2f}%.\n\n{text}")
     summary = {"cells": list(runs), "teacher_test": teacher_test, "table": table,
-               "paired_over_seeds": paired, "records": records}
+               "paired_over_seeds": paired, **figure5, "records": records}
     write_json_atomic(output_dir / "results.json", summary)
     return summary
 

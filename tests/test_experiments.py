@@ -630,7 +630,16 @@ def test_cells_trained_in_separate_calls_are_paired_by_seed_from_one_teacher(tmp
         sorted(smat, key=lambda r: r["seed"]), sorted(none, key=lambda r: r["seed"]),
         strict=True))
     assert rows["smat", "none"]["median_difference"] == pytest.approx(diffs[2])
-    assert "| attention_all vs none | 500 | 5 |" in (tmp_path / "out" / "table.md").read_text()
+    text = (tmp_path / "out" / "table.md").read_text()
+    assert "| attention_all vs none | 500 | 5 |" in text
+    # Figure 5 is the median SMaT student's coefficients; the time table sums the students'
+    by_accuracy = sorted(smat, key=lambda r: (r["test"]["accuracy"], r["seed"]))
+    assert summary["figure5_seed"] == by_accuracy[2]["seed"]
+    assert summary["figure5_nonzero_heads"] == sum(
+        w > 0 for row in by_accuracy[2]["head_weights"] for w in row)
+    assert (tmp_path / "out" / "head_weights.png").stat().st_size > 0
+    hours = sum(r["train_seconds"] for r in summary["records"]) / 3600
+    assert f"{hours:.1f} h for all 15" in text
     capsys.readouterr()
     # the same teacher score, other weights in the students' records
     def cell(name, index, weights):
