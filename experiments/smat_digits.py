@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 from command_line import command_runtime, parse_variant_args, variant_parser
-from smat_table1 import comparisons_table, median_record, paired_comparisons, steps_table
+from smat_table1 import comparisons_table, median_record, paired_comparisons, per_student_table
 
 from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.grid import run_grid
@@ -182,7 +182,7 @@ def write_report(output_dir: Path, *, variant: str, teacher: dict[str, Any],
             f"Measured ({variant}):\n\n{table}\n\n"
             f"Paired over seeds (one-sided Wilcoxon signed-rank, one trained student per "
             f"seed):\n\n{comparisons_table(comparisons)}\n\nTraining steps per student "
-            f"(median [min:max]):\n\n{steps_table(records)}\n"
+            f"(median [min:max]):\n\n{per_student_table(records)}\n"
             + (f"\nPaper:\n\n{paper}\n" if paper else ""))
     (output_dir / "table.md").write_text(text)
     summary = {"variant": variant, "table": table, "teacher_test": teacher["test"],

@@ -206,10 +206,14 @@ def median_record(records: Sequence[Mapping[str, Any]], *, explainer: str,
     return cell[(len(cell) - 1) // 2]
 
 
-def plot_figure5(records: Sequence[Mapping[str, Any]], *, num_examples: int,
-                 path: Path) -> dict[str, Any]:
-    """Figure 5: the head coefficients of the median SMaT student at `num_examples`, drawn
-    into `path`; returns its seed, non-zero heads and largest coefficient."""
+def plot_figure5(records: Sequence[Mapping[str, Any]], path: Path) -> dict[str, Any]:
+    """Figure 5: the head coefficients of the median SMaT student at the middle size with
+    SMaT students, drawn into `path`; returns its seed, non-zero heads and largest
+    coefficient ({} and no figure without SMaT students)."""
+    sizes = sorted({r["num_examples"] for r in records if r["explainer"] == "smat"})
+    if not sizes:
+        return {}
+    num_examples = sizes[len(sizes) // 2]
     figure_seed = median_record(records, explainer="smat", num_examples=num_examples)
     weights = np.asarray(figure_seed["head_weights"])
     plot_head_weights(weights, path, title=f"SMaT head coefficients (n={num_examples}, "
@@ -288,7 +292,7 @@ def comparisons_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def steps_table(records: Sequence[Mapping[str, Any]], field: str = "steps") -> str:
+def per_student_table(records: Sequence[Mapping[str, Any]], field: str = "steps") -> str:
     """Markdown table of what each cell's students took (median [min:max]) of a record's
     `field`, rounded to whole numbers: the training steps, or ``train_seconds``."""
     cells: dict[tuple[str, int], list[int]] = {}
@@ -384,9 +388,7 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
                        output_dir=output_dir / "students", progress=progress)
     table = simulability_table(records)
     plot_simulability(records, output_dir / "simulability.png")
-    figure5 = (plot_figure5(records, num_examples=config["sizes"][len(config["sizes"]) // 2],
-                            path=output_dir / "head_weights.png")
-               if "smat" in config["explainers"] else {})
+    figure5 = plot_figure5(records, output_dir / "head_weights.png")
     diagnostics = smat_diagnostics(records, output_dir / "students",
                                    outer_clip_norm=ScaffoldConfig().outer_clip_norm)
     comparisons = paired_comparisons(records)
@@ -400,7 +402,7 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
             f"signed-rank, one trained student per seed):\n\n"
             f"{comparisons_table(comparisons)}\n\nTraining steps per student (median "
             f"[min:max]; a SMaT student takes one meta step per step):\n\n"
-            f"{steps_table(records)}\n\nPaper (IMDB, ELECTRA-small):\n\n"
+            f"{per_student_table(records)}\n\nPaper (IMDB, ELECTRA-small):\n\n"
             f"{paper_table()}\n\nSMaT students (head coefficients, outer gradient, "
             f"explanation loss):\n\n{diagnostics_table(diagnostics)}\n")
     (output_dir / "table.md").write_text(text)

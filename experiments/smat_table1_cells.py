@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from command_line import command_runtime
-from smat_table1 import COMPARISONS, comparisons_table, plot_figure5, steps_table
+from smat_table1 import COMPARISONS, comparisons_table, per_student_table, plot_figure5
 
 from smat.evaluation.simulability import paired_seed_comparison, simulability_table
 from smat.json_files import read_json
@@ -87,9 +87,9 @@ def cells_report(records: Sequence[Mapping[str, Any]],
     text = (f"Test simulability, median [q25:q75] over seeds:\n\n{table}\n\nPaired over "
             f"seeds (one-sided Wilcoxon signed-rank, one trained student per seed):\n\n"
             f"{comparisons_table(paired)}\n\nTraining steps per student (median "
-            f"[min:max]):\n\n{steps_table(records)}\n\nTraining time per student, "
+            f"[min:max]):\n\n{per_student_table(records)}\n\nTraining time per student, "
             f"seconds (median [min:max]; {hours:.1f} h for all {len(records)}, each on "
-            f"the machine that trained it):\n\n{steps_table(records, 'train_seconds')}\n")
+            f"the machine that trained it):\n\n{per_student_table(records, 'train_seconds')}\n")
     return table, paired, text
 
 
@@ -102,9 +102,7 @@ def run(cell_files: Sequence[str | Path], *, output_dir: str | Path) -> dict[str
     teacher_test = next(iter(runs.values()))["teacher_test"]
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    smat_sizes = sorted({r["num_examples"] for r in records if r["explainer"] == "smat"})
-    figure5 = (plot_figure5(records, num_examples=smat_sizes[len(smat_sizes) // 2],
-                            path=output_dir / "head_weights.png") if smat_sizes else {})
+    figure5 = plot_figure5(records, output_dir / "head_weights.png")
     if figure5:
         text += (f"\nFigure 5 (`head_weights.png`): the median SMaT student (seed "
                  f"{figure5['figure5_seed']}) keeps {figure5['figure5_nonzero_heads']} heads, "

@@ -64,7 +64,7 @@ from smat_table1 import (
     median_record,
     paired_comparisons,
     paper_table,
-    steps_table,
+    per_student_table,
 )
 
 from smat.data.mlqe import load_mlqe
@@ -215,7 +215,7 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
             f"with the teacher on held-out pairs):\n\n{table}\n\nPaired over seeds "
             f"(one-sided Wilcoxon signed-rank, one trained student per seed; differences "
             f"in Pearson x 100):\n\n{comparisons_table(comparisons)}\n\nTraining steps per "
-            f"student (median [min:max]):\n\n{steps_table(records)}\n\nPaper (MLQE-PE, six "
+            f"student (median [min:max]):\n\n{per_student_table(records)}\n\nPaper (MLQE-PE, six "
             f"pairs, XLM-R-base):\n\n{paper_table(PAPER_TABLE5, (2100, 4200, 8400))}\n")
     (output_dir / "table.md").write_text(text)
     summary = {"variant": variant, "pairs": config["pairs"], "table": table,
