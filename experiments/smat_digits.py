@@ -41,13 +41,12 @@ from typing import Any
 
 import numpy as np
 from command_line import command_runtime, parse_variant_args, variant_parser
-from smat_table1 import comparisons_table, median_record, paired_comparisons, per_student_table
+from smat_table1 import comparisons_table, paired_comparisons, per_student_table, plot_figure5
 
 from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.grid import run_grid
 from smat.jobs.runs import DataConfig, run_teacher
 from smat.models import ModelSource
-from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
@@ -144,7 +143,7 @@ def run(variant: str, *, output_dir: str | Path, progress: bool = True) -> dict[
                              output_dir=output_dir / "pretext", progress=progress)
     teacher, records = teacher_and_students(config, data, model, output_dir, progress)
     summary = write_report(output_dir, variant=variant, teacher=teacher, records=records,
-                           sizes=config["sizes"], task="digits", start=start)
+                           task="digits", start=start)
     summary["pretext_test"] = pretext["test"]
     write_json_atomic(output_dir / "results.json", summary)
     return summary
@@ -165,18 +164,14 @@ def teacher_and_students(config: dict[str, Any], data: DataConfig, model: ModelS
 
 
 def write_report(output_dir: Path, *, variant: str, teacher: dict[str, Any],
-                 records: list[dict[str, Any]], sizes: Sequence[int], task: str,
+                 records: list[dict[str, Any]], task: str,
                  start: float, paper: str = "") -> dict[str, Any]:
     """An image simulability grid's ``table.md`` (measured, paired over seeds, steps, and
     the `paper`'s table when given), ``simulability.png``, the median SMaT student's
     ``head_weights.png`` and ``results.json``; returns the summary written there."""
     table = simulability_table(records)
     plot_simulability(records, output_dir / "simulability.png")
-    middle = sizes[len(sizes) // 2]
-    figure_seed = median_record(records, explainer="smat", num_examples=middle)
-    plot_head_weights(np.asarray(figure_seed["head_weights"]), output_dir / "head_weights.png",
-                      title=f"SMaT head coefficients on {task} (n={middle}, median seed "
-                            f"{figure_seed['seed']})")
+    figure5 = plot_figure5(records, output_dir / "head_weights.png", task=task)
     comparisons = paired_comparisons(records)
     text = (f"Teacher test accuracy {100 * teacher['test']['accuracy']:.2f}%.\n\n"
             f"Measured ({variant}):\n\n{table}\n\n"
@@ -187,7 +182,7 @@ def write_report(output_dir: Path, *, variant: str, teacher: dict[str, Any],
     (output_dir / "table.md").write_text(text)
     summary = {"variant": variant, "table": table, "teacher_test": teacher["test"],
                "teacher_steps": teacher["steps"], "records": records,
-               "figure_seed": figure_seed["seed"], "paired_over_seeds": comparisons,
+               "figure_seed": figure5.get("figure5_seed"), "paired_over_seeds": comparisons,
                "seconds_this_call": round(time.perf_counter() - start, 1)}
     write_json_atomic(output_dir / "results.json", summary)
     return summary

@@ -206,17 +206,21 @@ def median_record(records: Sequence[Mapping[str, Any]], *, explainer: str,
     return cell[(len(cell) - 1) // 2]
 
 
-def plot_figure5(records: Sequence[Mapping[str, Any]], path: Path) -> dict[str, Any]:
-    """Figure 5: the head coefficients of the median SMaT student at the middle size with
-    SMaT students, drawn into `path`; returns its seed, non-zero heads and largest
-    coefficient ({} and no figure without SMaT students)."""
+def plot_figure5(records: Sequence[Mapping[str, Any]], path: Path, *, task: str = "",
+                 metric: str = "accuracy") -> dict[str, Any]:
+    """Figure 5: the head coefficients of the SMaT student with the median test `metric` at
+    the middle size with SMaT students, drawn into `path` (its title names the `task` when
+    given); returns its seed, non-zero heads and largest coefficient ({} and no figure
+    without SMaT students)."""
     sizes = sorted({r["num_examples"] for r in records if r["explainer"] == "smat"})
     if not sizes:
         return {}
     num_examples = sizes[len(sizes) // 2]
-    figure_seed = median_record(records, explainer="smat", num_examples=num_examples)
+    figure_seed = median_record(records, explainer="smat", num_examples=num_examples,
+                                metric=metric)
     weights = np.asarray(figure_seed["head_weights"])
-    plot_head_weights(weights, path, title=f"SMaT head coefficients (n={num_examples}, "
+    where = f"{task}, " if task else ""
+    plot_head_weights(weights, path, title=f"SMaT head coefficients ({where}n={num_examples}, "
                                            f"median seed {figure_seed['seed']})")
     return {"figure5_seed": figure_seed["seed"],
             "figure5_nonzero_heads": int((weights > 0).sum()),

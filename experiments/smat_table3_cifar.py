@@ -140,7 +140,7 @@ def run(variant: str, *, data_dir: str | Path, vit_dir: str | Path, output_dir: 
     start = time.perf_counter()
     teacher, records = teacher_and_students(config, data, model, output_dir, progress)
     return write_report(output_dir, variant=variant, teacher=teacher, records=records,
-                        sizes=config["sizes"], task="CIFAR-100", start=start,
+                        task="CIFAR-100", start=start,
                         paper=paper_table(PAPER_TABLE3, PAPER_SIZES))
 
 

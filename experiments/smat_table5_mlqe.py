@@ -57,14 +57,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from command_line import command_runtime, parse_variant_args, variant_parser
 from smat_table1 import (
     comparisons_table,
-    median_record,
     paired_comparisons,
     paper_table,
     per_student_table,
+    plot_figure5,
 )
 
 from smat.data.mlqe import load_mlqe
@@ -72,7 +71,6 @@ from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.grid import run_grid
 from smat.jobs.runs import DataConfig, run_teacher
 from smat.models import ModelSource
-from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
@@ -202,14 +200,9 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
     table = simulability_table(records, metric=METRIC, scale=1.0, digits=4)
     plot_simulability(records, output_dir / "simulability.png", metric=METRIC)
     comparisons = paired_comparisons(records, metric=METRIC)
-    figure = {}
-    if "smat" in config["explainers"]:
-        middle = config["sizes"][len(config["sizes"]) // 2]
-        median = median_record(records, explainer="smat", num_examples=middle, metric=METRIC)
-        plot_head_weights(np.asarray(median["head_weights"]), output_dir / "head_weights.png",
-                          title=f"SMaT head coefficients (MLQE-PE, n={middle}, median seed "
-                                f"{median['seed']})")
-        figure = {"median_smat_seed": median["seed"]}
+    figure5 = plot_figure5(records, output_dir / "head_weights.png", task="MLQE-PE",
+                           metric=METRIC)
+    figure = {"median_smat_seed": figure5["figure5_seed"]} if figure5 else {}
     text = (f"Teacher test Pearson {teacher['test']['pearson']:.4f} (paper: 0.63 with "
             f"XLM-R-base).\n\nMeasured ({variant}; {', '.join(config['pairs'])}; Pearson "
             f"with the teacher on held-out pairs):\n\n{table}\n\nPaired over seeds "

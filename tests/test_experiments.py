@@ -296,6 +296,26 @@ def test_median_record_takes_the_middle_seed():
         smat_table1.median_record(records, explainer="smat", num_examples=500)
 
 
+def test_figure5_draws_the_median_smat_student_at_the_middle_size_by_its_metric(tmp_path):
+    def smat(seed, accuracy, pearson, num_examples=125):
+        weights = [[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]] if seed == 1 else [[0.25] * 3, [0.25] * 3]
+        return {**_record("smat", seed, accuracy, num_examples),
+                "test": {"accuracy": accuracy, "pearson": pearson}, "head_weights": weights}
+    records = [smat(0, 0.7, 0.2), smat(1, 0.8, 0.9), smat(2, 0.9, 0.5),
+               smat(3, 0.8, 0.5, num_examples=60), smat(4, 0.8, 0.5, num_examples=250),
+               _record("none", 5, 0.8)]
+    by_accuracy = smat_table1.plot_figure5(records, tmp_path / "a.png")
+    assert by_accuracy == {"figure5_seed": 1, "figure5_nonzero_heads": 2,
+                           "figure5_max_weight": 0.5}
+    by_pearson = smat_table1.plot_figure5(records, tmp_path / "p.png", task="MLQE-PE",
+                                          metric="pearson")
+    assert by_pearson["figure5_seed"] == 2 and by_pearson["figure5_nonzero_heads"] == 6
+    assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "p.png").stat().st_size > 0
+    # without SMaT students there is nothing to draw
+    assert smat_table1.plot_figure5(records[-1:], tmp_path / "none.png") == {}
+    assert not (tmp_path / "none.png").exists()
+
+
 def test_a_one_setting_call_reports_no_comparison_rather_than_an_empty_table():
     # the SST-2 queue trains one setting of one seed per call: its table.md must not show
     # table headers without rows, and a call with a pair must still get its table
