@@ -3,7 +3,8 @@
 A call with ``--explainers X --sizes N`` trains one cell (the SST-2 queue trains a cell a
 call, hours each), and its ``results.json`` pairs only the settings it trained. This driver
 joins the cells' students, refuses cells of different teachers (their test scores differ,
-or their records name other teacher weights), and writes the table, the paired tests over
+or their records name other teacher weights), and writes the table, each setting's seeds
+(a setting still being trained, such as gradient, may have fewer), the paired tests over
 seeds (SMaT against static attention and no explainer, static attention against no
 explainer; each student one observation), the steps and training time each student took,
 and Figure 5 (the median SMaT student's head coefficients):
@@ -72,6 +73,19 @@ def joined_records(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]
     return records
 
 
+def seeds_per_setting(records: Sequence[Mapping[str, Any]]) -> str:
+    """One line per size naming each setting's seeds: the table's medians do not say that a
+    setting still being trained (a cell a call) has fewer students than the others."""
+    seeds: dict[int, dict[str, list[int]]] = {}
+    for record in records:
+        seeds.setdefault(record["num_examples"], {}).setdefault(
+            record["explainer"], []).append(record["seed"])
+    return "\n".join(
+        f"Seeds at n={size}: " + "; ".join(f"{explainer} {', '.join(map(str, sorted(found)))}"
+                                         for explainer, found in sorted(by_setting.items())) + "."
+        for size, by_setting in sorted(seeds.items()))
+
+
 def cells_report(records: Sequence[Mapping[str, Any]],
                  comparisons: Sequence[tuple[str, str]] = COMPARISONS
                  ) -> tuple[str, list[dict[str, Any]], str]:
@@ -84,7 +98,9 @@ def cells_report(records: Sequence[Mapping[str, Any]],
                                                 baseline=baseline)]
     table = simulability_table(records)
     hours = sum(record["train_seconds"] for record in records) / 3600
-    text = (f"Test simulability, median [q25:q75] over seeds:\n\n{table}\n\nPaired over "
+    text = (f"Test simulability, median [q25:q75] over seeds (`*`: IQR above no explainer's):"
+            f"\n\n{table}\n\n"
+            f"{seeds_per_setting(records)}\n\nPaired over "
             f"seeds (one-sided Wilcoxon signed-rank, one trained student per seed):\n\n"
             f"{comparisons_table(paired)}\n\nTraining steps per student (median "
             f"[min:max]):\n\n{per_student_table(records)}\n\nTraining time per student, "

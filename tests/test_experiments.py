@@ -660,6 +660,18 @@ def test_cells_trained_in_separate_calls_are_paired_by_seed_from_one_teacher(tmp
     assert (tmp_path / "out" / "head_weights.png").stat().st_size > 0
     hours = sum(r["train_seconds"] for r in summary["records"]) / 3600
     assert f"{hours:.1f} h for all 15" in text
+    assert ("Seeds at n=500: attention_all 0, 1, 2, 3, 4; none 0, 1, 2, 3, 4; "
+            "smat 0, 1, 2, 3, 4.") in text
+    # a setting still being trained joins with its seeds named, and is paired with nothing
+    partial = json.loads(cells[0].read_text())
+    partial["records"] = [{**record, "explainer": "gradient"} for record in partial["records"]
+                          if record["seed"] in (0, 3)]
+    (tmp_path / "gradient.json").write_text(json.dumps(partial))
+    smat_table1_cells.main(["--cells", *map(str, cells), str(tmp_path / "gradient.json"),
+                            "--output-dir", str(tmp_path / "partial")])
+    joined = json.loads((tmp_path / "partial" / "results.json").read_text())
+    assert joined["paired_over_seeds"] == summary["paired_over_seeds"]
+    assert "; gradient 0, 3; none" in (tmp_path / "partial" / "table.md").read_text()
     capsys.readouterr()
     # the same teacher score, other weights in the students' records
     def cell(name, index, weights):
