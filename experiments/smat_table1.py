@@ -88,18 +88,34 @@ from smat.evaluation.simulability import (
     plot_simulability,
     simulability_table,
 )
-from smat.jobs.grid import run_grid
-from smat.jobs.runs import DataConfig, reused_teacher, run_teacher, saved_data_config
+from smat.jobs.grid import cell_dir, run_grid
+from smat.jobs.runs import (
+    DataConfig,
+    reused_teacher,
+    run_student,
+    run_teacher,
+    saved_data_config,
+)
+from smat.json_files import read_json
 from smat.store.model_store import saved_params_fingerprint
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
-from smat.training.loop import LoopConfig
+from smat.training.loop import LoopConfig, with_loop
 from smat.training.scaffold import ScaffoldConfig
 from smat.training.student import EXPLANATION_SOURCES, StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
 
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
+# What SMaT's gain is made of (ablations), each a student setting with its own folder:
+# static attention over the heads SMaT learned (its final coefficients, frozen from step 0),
+# over the same coefficients put on random heads (a draw per seed), over one layer's heads;
+# SMaT whose outer loss reads a held-out part of its own pool instead of validation rows;
+# Table 7's normalizers.
+NUM_LAYERS = 6  # MiniLM-L6, the variants' encoder
+ARMS = ("smat_frozen", "random_heads", *(f"layer{k}" for k in range(NUM_LAYERS)),
+        "smat_pool_outer", "smat_softmax", "smat_entmax15")
+ARMS_FROM_SMAT = ("smat_frozen", "random_heads")
 VARIANTS = ("paper", "gpu", "cpu", "sst2", "smoke")
 DATA_DIR_HELP = ("folder with IMDB's test.jsonl.gz (paper and gpu variants) or GLUE SST-2's "
                  "tsv files (sst2 variant)")
@@ -237,14 +253,16 @@ def smat_diagnostics(records: Sequence[Mapping[str, Any]], students_dir: Path,
     """
     rows = []
     for record in records:
-        if record["explainer"] != "smat":
+        if record.get("setting", record["explainer"]) != "smat":
             continue
-        folder = students_dir / f"n{record['num_examples']}" / "smat" / f"seed{record['seed']}"
+        folder = cell_dir(students_dir, num_examples=record["num_examples"],
+                          explainer=record["explainer"], seed=record["seed"])
         log = [json.loads(line) for line in
                (folder / "checkpoints" / "metrics.jsonl").read_text().splitlines()]
         weights = np.asarray(record["head_weights"])
         outer = np.array([entry["outer_grad_norm"] for entry in log])
         rows.append({
+            "explainer": record["explainer"],
             "num_examples": record["num_examples"], "seed": record["seed"],
             "test_accuracy": record["test"]["accuracy"],
             "steps": record["steps"], "best_step": record["best_step"],
@@ -350,13 +368,18 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
         teacher_dir: str | Path | None = None, explainers: Sequence[str] | None = None,
         sizes: Sequence[int] | None = None, seeds: Sequence[int] | None = None,
         explanation_source: str | None = None, progress: bool = True,
-        teacher_only: bool = False) -> dict[str, Any]:
+        teacher_only: bool = False, teacher_seed: int | None = None,
+        smat_cells: Sequence[str | Path] = ()) -> dict[str, Any]:
     """Train (or reuse) the teacher and every student of the grid (or of the given subset
     of its settings and sizes, or with other seeds, or with the teacher's explanations of
     shuffled text: the leakage control); write the table and figures. Returns the summary
     written to ``results.json``; with `teacher_only`, stops after the teacher and returns
     its folder, test scores and weights fingerprint (a queue of one-student calls asks which
     teacher its students will learn from before it skips the ones already trained).
+    `teacher_seed` replaces the teacher's seed (its head, batch order and dropout): the
+    replication's teachers differ only in it. `explainers` may name :data:`ARMS`;
+    ``smat_frozen`` and ``random_heads`` read the SMaT students of the same teacher and
+    seeds from `smat_cells` (result files of earlier calls).
 
     Raises:
       ValueError: a choice :func:`chosen_config` refuses.
@@ -364,6 +387,8 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     """
     config = chosen_config(variant, data_dir=data_dir, explainers=explainers, sizes=sizes,
                            seeds=seeds, explanation_source=explanation_source)
+    if teacher_seed is not None:
+        config["teacher"] = with_loop(config["teacher"], seed=teacher_seed)
     if data_dir is not None:
         check_data_files(config["data"], data_dir)
     output_dir = Path(output_dir)
@@ -387,9 +412,14 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     if teacher_only:
         return {"teacher_dir": str(teacher_dir), "teacher_test": teacher["test"],
                 "teacher_params": saved_params_fingerprint(teacher_dir / "model")}
-    records = run_grid(teacher_dir, sizes=config["sizes"], explainers=config["explainers"],
+    settings = [name for name in config["explainers"] if name in SETTINGS]
+    arms = [name for name in config["explainers"] if name in ARMS]
+    records = run_grid(teacher_dir, sizes=config["sizes"], explainers=settings,
                        seeds=config["seeds"], student=config["student"],
-                       output_dir=output_dir / "students", progress=progress)
+                       output_dir=output_dir / "students", progress=progress) if settings else []
+    records += run_arms(teacher_dir, arms, sizes=config["sizes"], seeds=config["seeds"],
+                        student=config["student"], output_dir=output_dir / "students",
+                        smat_cells=smat_cells, progress=progress)
     table = simulability_table(records)
     plot_simulability(records, output_dir / "simulability.png")
     figure5 = plot_figure5(records, output_dir / "head_weights.png")
@@ -419,6 +449,74 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     return summary
 
 
+def arm_config(arm: str, student: StudentTrainConfig, *, seed: int, heads: tuple[int, int],
+               smat_weights: np.ndarray | None) -> StudentTrainConfig:
+    """The student config of one of :data:`ARMS` for `seed`, for a teacher of `heads`
+    (layers, heads per layer); `smat_weights` is the (L, H) head coefficients of the SMaT
+    student of the same teacher and seed (for :data:`ARMS_FROM_SMAT`)."""
+    if arm == "smat_pool_outer":
+        return dataclasses.replace(student, explainer="smat", outer_rows="pool")
+    if arm in ("smat_softmax", "smat_entmax15"):
+        return dataclasses.replace(student, explainer="smat",
+                                   normalizer=arm.removeprefix("smat_"))
+    if arm.startswith("layer"):
+        weights = np.zeros(heads)
+        weights[int(arm.removeprefix("layer"))] = 1.0 / heads[1]
+    elif arm == "smat_frozen":
+        weights = smat_weights
+    else:  # random_heads: SMaT's coefficients on a random set of heads of the same size
+        flat = smat_weights.ravel()
+        weights = flat[np.random.default_rng([seed, 1]).permutation(flat.size)]
+    weights = np.asarray(weights, np.float64).ravel()
+    return dataclasses.replace(student, explainer="attention_heads",
+                               head_weights=tuple(float(w) for w in weights / weights.sum()))
+
+
+def smat_head_weights(paths: Sequence[str | Path], *, teacher_params: str, size: int,
+                      seed: int) -> np.ndarray:
+    """The (L, H) coefficients of the SMaT student of `seed` at `size` in result files of
+    earlier runs (``results.json`` or committed cells), learned from the teacher whose
+    weights fingerprint is `teacher_params`.
+
+    Raises:
+      ValueError: no such student in the files.
+    """
+    for path in paths:
+        for record in read_json(path)["records"]:
+            if (record["explainer"] == "smat" and record["seed"] == seed
+                    and record["num_examples"] == size
+                    and record["teacher_params"] == teacher_params):
+                return np.asarray(record["head_weights"])
+    raise ValueError(f"--smat-cells {' '.join(map(str, paths))} hold no SMaT student of seed "
+                     f"{seed} at n={size} from teacher {teacher_params}: train it first")
+
+
+def run_arms(teacher_dir: Path, arms: Sequence[str], *, sizes: Sequence[int],
+             seeds: Sequence[int], student: StudentTrainConfig, output_dir: Path,
+             smat_cells: Sequence[str | Path], progress: bool) -> list[dict[str, Any]]:
+    """Train the students of the ablation `arms` (one folder per arm, size and seed, like
+    the grid's); each record's ``explainer`` is its arm, ``setting`` the student setting
+    it trained with."""
+    teacher_params = saved_params_fingerprint(teacher_dir / "model")
+    encoder = read_json(teacher_dir / "model" / "model.json")["encoder_config"]
+    heads = (encoder["num_layers"], encoder["num_heads"])
+    records = []
+    for size in sizes:
+        for arm in arms:
+            for seed in seeds:
+                smat_weights = (smat_head_weights(smat_cells, teacher_params=teacher_params,
+                                                  size=size, seed=seed)
+                                if arm in ARMS_FROM_SMAT else None)
+                config = arm_config(arm, student, seed=seed, heads=heads,
+                                    smat_weights=smat_weights)
+                (record,) = run_student(teacher_dir, config=config, seeds=[seed],
+                                        num_examples=size, progress=progress,
+                                        output_dir=[cell_dir(output_dir, num_examples=size,
+                                                             explainer=arm, seed=seed)])
+                records.append({**record, "explainer": arm, "setting": config.explainer})
+    return records
+
+
 def check_grid_choices(*, explainers: Sequence[str] | None, sizes: Sequence[int] | None,
                        seeds: Sequence[int] | None) -> None:
     """Refuse a subset of the grid that cannot be trained (None keeps the variant's).
@@ -428,9 +526,10 @@ def check_grid_choices(*, explainers: Sequence[str] | None, sizes: Sequence[int]
         / negative seeds.
     """
     if explainers is not None:
-        unknown = sorted(set(explainers) - set(SETTINGS))
+        unknown = sorted(set(explainers) - set(SETTINGS) - set(ARMS))
         if unknown:
-            raise ValueError(f"unknown Table 1 settings {unknown}; choose from {list(SETTINGS)}")
+            raise ValueError(f"unknown Table 1 settings {unknown}; choose from "
+                             f"{list(SETTINGS + ARMS)}")
     if sizes is not None and (not sizes or min(sizes) < 1):
         raise ValueError(f"--sizes must be positive student training sizes, got {list(sizes)}")
     if seeds is not None and (not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0):
@@ -440,8 +539,12 @@ def check_grid_choices(*, explainers: Sequence[str] | None, sizes: Sequence[int]
 def main(argv: Sequence[str] | None = None) -> None:
     parser = variant_parser(__doc__, name="smat_table1", variants=VARIANTS,
                             data_dir_help=DATA_DIR_HELP, reuses_teacher=True)
-    parser.add_argument("--explainers", nargs="+", default=None, choices=SETTINGS,
-                        help="train only these settings (default: every one of the table)")
+    parser.add_argument("--explainers", nargs="+", default=None, choices=SETTINGS + ARMS,
+                        help="train only these settings (default: every one of the table), or "
+                             "ablations of SMaT: " + ", ".join(ARMS))
+    parser.add_argument("--smat-cells", nargs="+", default=(),
+                        help="result files holding the SMaT students of the same teacher and "
+                             "seeds, which smat_frozen and random_heads read")
     parser.add_argument("--sizes", nargs="+", type=int, default=None,
                         help="train only these student sizes (default: the variant's)")
     parser.add_argument("--seeds", nargs="+", type=int, default=None,
@@ -453,13 +556,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="train (or reuse) the teacher and stop, printing its test "
                              "accuracy and weights fingerprint (scripts/sst2_cells.sh asks "
                              "it which teacher's students are already committed)")
+    parser.add_argument("--teacher-seed", type=int, default=None,
+                        help="the teacher's seed (its head, batch order and dropout; default "
+                             "the variant's, 0): teachers of one data set that differ only in it")
     args = parse_variant_args(parser, argv)
     output_dir = args.output_dir
     with command_runtime(parser):
         summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
                       teacher_dir=args.teacher, explainers=args.explainers, sizes=args.sizes,
                       seeds=args.seeds, explanation_source=args.explanation_source,
-                      progress=not args.no_progress, teacher_only=args.teacher_only)
+                      progress=not args.no_progress, teacher_only=args.teacher_only,
+                      teacher_seed=args.teacher_seed, smat_cells=args.smat_cells)
     if args.teacher_only:
         print(f"teacher {summary['teacher_dir']}: test accuracy "
               f"{100 * summary['teacher_test']['accuracy']:.2f}%, weights "

@@ -33,6 +33,7 @@ from smat.store.explanation_file import is_explanation_file
 
 NO_EXPLAINER = "none"
 LEARNED = "smat"
+FIXED_HEADS = "attention_heads"
 
 
 class BatchInputs(NamedTuple):
@@ -231,7 +232,10 @@ class ExplainerSpec:
         class).
       needs_full_attention: needs the (layers, B, heads, T, T) attention logits, not only
         the query-pooled rows (memory grows with T^2).
-      signed: scores can be negative (attention explainers return pooled logits).
+      kind: what the scores are, which decides how they are drawn (:data:`SCORE_KINDS`):
+        "attribution" (signed evidence for and against the target), "magnitude" (a
+        non-negative importance) or "attention" (pooled attention logits, whose softmax
+        over the row's tokens is the explanation, Eq. 11).
       student_beta: the explanation-loss weight of a student learning from it (paper §5),
         or None when it is no student setting.
       teacher_temperature: a student learning from it sees its scores divided by this
@@ -251,12 +255,19 @@ class ExplainerSpec:
     summary: str
     needs_gradients: bool
     needs_full_attention: bool = False
-    signed: bool = False
+    kind: str = "magnitude"
     student_beta: float | None = None
     teacher_temperature: float = 1.0
     batch_independent: bool = False
     attackable: bool = False
     images: bool = True
+
+
+SCORE_KINDS = ("attribution", "magnitude", "attention")
+"""What an explainer's scores are (:attr:`ExplainerSpec.kind`): pages draw an attribution
+on a diverging scale around zero, a magnitude on a sequential scale from zero, and
+attention as the distribution it stands for (the softmax over the row's tokens) on a
+sequential scale from zero."""
 
 
 STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
@@ -265,23 +276,23 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                   summary="L2 norm of the gradient at each word embedding (SMaT 'Gradient "
                           "L2'; Captum Saliency)"),
     ExplainerSpec(name="input_x_gradient", scores=_input_x_gradient, needs_gradients=True,
-                  signed=True, student_beta=0.2, teacher_temperature=0.1, attackable=True,
+                  kind="attribution", student_beta=0.2, teacher_temperature=0.1, attackable=True,
                   summary="embedding x gradient, summed over the embedding (Captum "
                           "InputXGradient)"),
     ExplainerSpec(name="integrated_gradients", scores=_integrated_gradients,
-                  needs_gradients=True, signed=True, student_beta=0.2,
+                  needs_gradients=True, kind="attribution", student_beta=0.2,
                   teacher_temperature=0.5, attackable=True,
                   summary="integrated gradients from a zero baseline, summed over the "
                           "embedding (Captum IntegratedGradients)"),
     # From a zero baseline on smat's encoders DeepLift equals input x gradient, so a student
     # sees it at input x gradient's temperature.
-    ExplainerSpec(name="deeplift", scores=_deeplift, needs_gradients=True, signed=True,
+    ExplainerSpec(name="deeplift", scores=_deeplift, needs_gradients=True, kind="attribution",
                   student_beta=0.2, teacher_temperature=0.1,
                   summary="DeepLift (rescale rule) from a zero baseline, summed over the "
                           "embedding; on smat's encoders no unit gets the rule, as in Captum "
                           "on BERT (Captum DeepLift)"),
     ExplainerSpec(name="deeplift_shap", scores=_deeplift_shap, needs_gradients=True,
-                  signed=True, student_beta=0.2, teacher_temperature=0.1, images=False,
+                  kind="attribution", student_beta=0.2, teacher_temperature=0.1, images=False,
                   summary="DeepLift averaged over two references, zero and PAD embeddings, "
                           "summed over the embedding (Captum DeepLiftShap)"),
     ExplainerSpec(name="smoothgrad", scores=_smoothgrad, needs_gradients=True,
@@ -292,39 +303,39 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                           "row (Captum NoiseTunnel(Saliency), smoothgrad)"),
     ExplainerSpec(name="gradient_shap", scores=_gradient_shap, needs_gradients=True,
                   student_beta=0.2,
-                  signed=True, batch_independent=True,
+                  kind="attribution", batch_independent=True,
                   summary=f"GradientShap with a zero baseline: embedding x gradient at "
                           f"{GRADIENT_SHAP_SAMPLES} uniform points of the segment from the "
                           "baseline, averaged, summed over the embedding; points seeded per "
                           "row (Captum GradientShap, stdevs 0)"),
     ExplainerSpec(name="feature_ablation", scores=_feature_ablation, needs_gradients=False,
                   student_beta=0.2,
-                  signed=True,
+                  kind="attribution",
                   summary="drop of the target logit when a token's word embedding is "
                           "zeroed (Captum FeatureAblation over tokens)"),
     ExplainerSpec(name="lime", scores=_lime, needs_gradients=False,
-                  student_beta=0.2, signed=True,
+                  student_beta=0.2, kind="attribution",
                   batch_independent=True,
                   summary=f"Lime over tokens: {SURROGATE_SAMPLES} coalitions per row (each "
                           "token zeroed with probability 1/2, seeded per row), cosine "
                           "kernel, weighted least squares (Captum Lime, linear surrogate)"),
     ExplainerSpec(name="kernel_shap", scores=_kernel_shap, needs_gradients=False,
                   student_beta=0.2,
-                  signed=True, batch_independent=True,
+                  kind="attribution", batch_independent=True,
                   summary=f"KernelShap over tokens: {SURROGATE_SAMPLES} coalitions per row "
                           "from Captum's sampler (seeded per row), constrained to sum to "
                           "f(x) - f(zero embeddings) (Captum KernelShap)"),
     ExplainerSpec(name="occlusion", scores=_occlusion, needs_gradients=False,
-                  student_beta=0.2, signed=True, images=False,
+                  student_beta=0.2, kind="attribution", images=False,
                   summary="the same drop for windows of 3 tokens, stride 1, averaged over "
                           "the windows covering each token (Captum Occlusion)"),
     ExplainerSpec(name="attention_all", scores=_pooled_attention(baselines.all_layers_attention),
-                  needs_gradients=False, signed=True, student_beta=5.0,
+                  needs_gradients=False, kind="attention", student_beta=5.0,
                   summary="query-mean attention logits averaged over every head of every "
                           "layer (Eq. 11, uniform weights)"),
     ExplainerSpec(name="attention_last",
                   scores=_pooled_attention(baselines.last_layer_attention),
-                  needs_gradients=False, signed=True, student_beta=5.0,
+                  needs_gradients=False, kind="attention", student_beta=5.0,
                   summary="the same over the heads of the last layer"),
     ExplainerSpec(name="attention_rollout", scores=_attention_rollout, needs_gradients=False,
                   needs_full_attention=True, images=False,
@@ -341,10 +352,12 @@ ALIASES = {"attention": "attention_all"}
 
 STUDENT_SETTINGS = (NO_EXPLAINER,
                     *(name for name, spec in STATIC.items() if spec.student_beta is not None),
-                    LEARNED)
-"""What a student can learn from: nothing, a static explainer, or the SMaT explainer."""
+                    FIXED_HEADS, LEARNED)
+"""What a student can learn from: nothing, a static explainer, static attention over given
+head coefficients (``StudentTrainConfig.head_weights``: SMaT's explainer with its
+coefficients frozen, the ablations of what SMaT learns), or the SMaT explainer."""
 
-DEFAULT_BETA = {NO_EXPLAINER: 0.0, LEARNED: 5.0,
+DEFAULT_BETA = {NO_EXPLAINER: 0.0, LEARNED: 5.0, FIXED_HEADS: 5.0,
                 **{name: spec.student_beta for name, spec in STATIC.items()
                    if spec.student_beta is not None}}
 """Paper §5: beta = 5 for attention explainers, 0.2 for gradient explainers, 0 without;
@@ -447,6 +460,16 @@ def spec(name: str) -> ExplainerSpec:
         return STATIC[canonical(name)]
     except KeyError:
         raise ValueError(f"unknown explainer {name!r}; choose from {names_help()}") from None
+
+
+def score_kind(name: str | Path) -> str | None:
+    """The :data:`SCORE_KINDS` entry of an explainer name: a static one's declared kind,
+    "attention" for the folder of a saved learned explainer, None for anything else, such
+    as a file of explanations computed elsewhere (its scores say nothing of what they
+    are)."""
+    if is_static(name):
+        return spec(str(name)).kind
+    return "attention" if Path(name).is_dir() else None
 
 
 def is_static(name: str | Path) -> bool:

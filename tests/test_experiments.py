@@ -3,6 +3,7 @@ thesis_evaluations.py): their configs and summaries, and each smoke variant end 
 tiny models of conftest.py."""
 
 import dataclasses
+import functools
 import json
 import sys
 from pathlib import Path
@@ -698,3 +699,40 @@ def test_cells_trained_in_separate_calls_are_paired_by_seed_from_one_teacher(tmp
     assert stopped.value.code == 2
     assert f"the smat student of n=500, seed 0 is in {cells[2]} and in {copy}" in (
         capsys.readouterr().err)
+
+
+def test_ablation_arms_train_from_the_smat_students_of_the_same_teacher(tiny_teacher,
+                                                                        tmp_path):
+    """smat_frozen learns from SMaT's final coefficients frozen, random_heads from the same
+    coefficients on other heads, layerK from one layer's heads; smat_pool_outer is SMaT."""
+    run = functools.partial(smat_table1.run, "smoke", teacher_dir=tiny_teacher, sizes=[32],
+                            seeds=[0, 1], progress=False)
+    with pytest.warns(command_line.OtherDataTeacherWarning):
+        smat = run(output_dir=tmp_path / "smat", explainers=["smat"])
+    with pytest.raises(ValueError, match="hold no SMaT student of seed 0 at n=32"), \
+            pytest.warns(command_line.OtherDataTeacherWarning):
+        run(output_dir=tmp_path / "arms", explainers=["smat_frozen"])
+    cells = [tmp_path / "smat" / "results.json"]
+    with pytest.warns(command_line.OtherDataTeacherWarning):
+        arms = run(output_dir=tmp_path / "arms", smat_cells=cells,
+                   explainers=["smat_frozen", "random_heads", "layer1", "smat_pool_outer"])
+    by_arm = {(r["explainer"], r["seed"]): r for r in arms["records"]}
+    assert {r["setting"] for r in arms["records"]} == {"attention_heads", "smat"}
+
+    def given(arm, seed):
+        folder = tmp_path / "arms" / "students" / "n32" / arm / f"seed{seed}"
+        return np.asarray(json.loads((folder / "config.json").read_text())
+                          ["student"]["head_weights"])
+
+    for record in smat["records"]:
+        learned = np.asarray(record["head_weights"]).ravel()
+        frozen, shuffled = given("smat_frozen", record["seed"]), given("random_heads",
+                                                                       record["seed"])
+        np.testing.assert_allclose(frozen, learned / learned.sum(), rtol=1e-6)
+        np.testing.assert_allclose(np.sort(shuffled), np.sort(frozen), rtol=1e-6)
+        assert not np.array_equal(shuffled, frozen)
+    layer = given("layer1", 0).reshape(2, -1)
+    assert np.all(layer[0] == 0) and np.allclose(layer[1], 1 / layer.shape[1])
+    assert "| smat_pool_outer |" in (tmp_path / "arms" / "table.md").read_text()
+    assert [d["explainer"] for d in arms["smat_diagnostics"]] == ["smat_pool_outer"] * 2
+    assert by_arm["smat_pool_outer", 0]["head_weights"]

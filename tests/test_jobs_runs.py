@@ -247,3 +247,63 @@ def test_students_never_resume_from_a_teacher_whose_weights_changed(tiny_teacher
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "teacher_params" in err and fingerprint in err and "Traceback" not in err
+
+
+def test_a_smaller_student_learns_from_every_teacher_head(tiny_teacher, tmp_path):
+    """student_layers keeps the first layers of the pretrained encoder for the student;
+    the SMaT explainer still weighs every head of the (2-layer) teacher."""
+    import numpy as np
+
+    from smat.jobs.runs import _student_inputs, run_student
+    from smat.store.explainer_store import load_explainer
+    from smat.store.model_store import load
+    from smat.training.loop import LoopConfig
+    from smat.training.student import StudentTrainConfig
+
+    config = StudentTrainConfig(explainer="smat", student_layers=1, ig_steps=2,
+                                inner_learning_rate=0.05, outer_learning_rate=0.05,
+                                loop=LoopConfig(batch_size=8, max_epochs=1, patience=1))
+    (record,) = run_student(tiny_teacher, config=config, num_examples=16,
+                            output_dir=tmp_path / "student", progress=False)
+    teacher = load(tiny_teacher / "model").model.encoder.config
+    assert np.asarray(record["head_weights"]).shape == (teacher.num_layers, teacher.num_heads)
+    assert load_explainer(tmp_path / "student" / "explainer").head_weights().shape == (
+        teacher.num_layers, teacher.num_heads)
+    assert teacher.num_layers == 2
+    student = _student_inputs(tiny_teacher, config, 16, [tmp_path / "s"], [{}]).new_student(0)
+    assert student.encoder.config.num_layers == 1
+
+
+def test_finished_runs_keep_what_later_commands_need_and_no_resume_state(tiny_teacher,
+                                                                         tmp_path):
+    """A finished run drops its resumable loop state (hundreds of MB for MiniLM) unless
+    asked to keep it; students keep their parameters only when asked."""
+    from smat.jobs.runs import run_student
+    from smat.store import model_store
+    from smat.training.loop import LoopConfig
+    from smat.training.student import StudentTrainConfig
+
+    assert not list((tiny_teacher / "checkpoints").rglob("last"))
+    assert (tiny_teacher / "checkpoints" / "metrics.jsonl").is_file()
+    config = StudentTrainConfig(explainer="smat", ig_steps=2, inner_learning_rate=0.05,
+                                loop=LoopConfig(batch_size=8, max_epochs=1, patience=1,
+                                                parallel_seeds=True))
+
+    def students(name, **keep):
+        folders = [tmp_path / name / f"seed{seed}" for seed in (0, 1)]
+        run_student(tiny_teacher, config=config, num_examples=16, seeds=[0, 1],
+                    output_dir=folders, progress=False, **keep)
+        return folders
+
+    lean = students("lean")
+    assert not list((tmp_path / "lean").rglob("last"))
+    assert all((f / "result.json").is_file() and (f / "explainer").is_dir()
+               and (f / "checkpoints" / "metrics.jsonl").is_file() and not (f / "model").exists()
+               for f in lean)
+    kept = students("kept", keep_checkpoints=True, keep_students=True)
+    assert list((tmp_path / "kept").rglob("last"))  # the two seeds' one vmapped state
+    loaded = model_store.load(kept[1] / "model")
+    assert loaded.info["label_names"] == model_store.load(tiny_teacher / "model").info[
+        "label_names"]
+    assert (model_store.saved_params_fingerprint(kept[0] / "model")
+            != model_store.saved_params_fingerprint(kept[1] / "model"))

@@ -11,6 +11,8 @@ from smat.training.loop import LoopConfig, with_loop
 from smat.training.student import (
     StudentTrainConfig,
     cache_teacher,
+    fixed_head_rows,
+    split_pool_for_outer,
     train_student,
 )
 from tests.helpers import interrupted_then_resumed, synthetic_encoded, tiny_classifier
@@ -34,9 +36,9 @@ def _rows(teacher, setting, n, seed):
 def test_cache_teacher_fields(teacher, setting):
     rows = _rows(teacher, setting, 20, 0)
     assert rows.teacher_logits.shape == (20, 2)
-    expected_features = (20, 2, 4, 16) if setting == "smat" else (20, 0)
-    assert rows.teacher_features.shape == expected_features
-    has_scores = setting not in ("none", "smat")
+    attention_rows = setting in ("smat", "attention_heads")
+    assert rows.teacher_features.shape == ((20, 2, 4, 16) if attention_rows else (20, 0))
+    has_scores = setting not in ("none", "smat", "attention_heads")
     assert rows.teacher_scores.shape == ((20, 16) if has_scores else (20, 0))
     if has_scores:  # explanations are zero at padding and informative elsewhere
         assert np.all(rows.teacher_scores[rows.attention_mask == 0] == 0)
@@ -196,3 +198,63 @@ def test_shuffled_text_control_explains_the_shuffled_tokens_and_keeps_the_logits
     assert not np.allclose(getattr(control, explanation), getattr(own, explanation))
     with pytest.raises(ValueError, match="explanation_source must be one of"):
         StudentTrainConfig(explanation_source="shuffled")
+
+
+def test_fixed_head_rows_with_uniform_weights_are_attention_all(teacher):
+    """Eq. 11 with frozen coefficients: uniform ones give the static all-layers explainer's
+    scores; weight on one head gives that head's pooled logits."""
+    heads = _rows(teacher, "attention_heads", 20, 0)
+    static = _rows(teacher, "attention_all", 20, 0)
+    uniform = fixed_head_rows(heads, [1 / 8] * 8)
+    np.testing.assert_allclose(uniform.teacher_scores, static.teacher_scores, rtol=1e-5,
+                               atol=1e-6)
+    assert uniform.teacher_features.shape == (20, 0)
+    one = fixed_head_rows(heads, [0, 0, 0, 0, 0, 1, 0, 0])  # layer 1, head 1
+    mask = heads.attention_mask == 1
+    np.testing.assert_allclose(one.teacher_scores[mask], heads.teacher_features[:, 1, 1][mask],
+                               rtol=1e-6)
+    assert not np.allclose(one.teacher_scores, uniform.teacher_scores)
+    with pytest.raises(ValueError, match="has 7 coefficients; the teacher has 2 layers x 4"):
+        fixed_head_rows(heads, [1 / 7] * 7)
+
+
+def test_fixed_heads_setting_checks_its_weights():
+    StudentTrainConfig(explainer="attention_heads", head_weights=(0.5, 0.5))
+    with pytest.raises(ValueError, match="needs StudentTrainConfig.head_weights"):
+        StudentTrainConfig(explainer="attention_heads")
+    with pytest.raises(ValueError, match="summing to 0.9"):
+        StudentTrainConfig(explainer="attention_heads", head_weights=(0.5, 0.4))
+    with pytest.raises(ValueError, match="only read by the 'attention_heads' setting"):
+        StudentTrainConfig(explainer="attention_all", head_weights=(1.0,))
+    with pytest.raises(ValueError, match="read only by the 'smat' setting"):
+        StudentTrainConfig(explainer="attention_all", outer_rows="pool")
+
+
+def test_pool_outer_rows_draw_the_outer_batches_from_the_pool_only(teacher, tmp_path,
+                                                                  monkeypatch):
+    """outer_rows="pool": the inner steps train on the first 80% of the pool and the outer
+    loss reads only the last 20%, never a validation row."""
+    train = _rows(teacher, "smat", 40, 0)
+    valid = _rows(teacher, "smat", 16, 7)
+    inner, outer = split_pool_for_outer(train)
+    assert len(inner.labels) == 32 and len(outer.labels) == 8
+    seen_train, seen_outer = [], []
+
+    def recording_step(states, train_batch, outer_batch, *args, **kwargs):
+        seen_train.append(np.asarray(train_batch["teacher_logits"]))
+        seen_outer.append(np.asarray(outer_batch["teacher_logits"]))
+        return real_step(states, train_batch, outer_batch, *args, **kwargs)
+
+    real_step = smat.training.scaffold.scaffold_seed_step
+    monkeypatch.setattr(smat.training.scaffold, "scaffold_seed_step", recording_step)
+    config = with_loop(StudentTrainConfig(explainer="smat", outer_rows="pool", **FAST),
+                       max_epochs=1)
+    train_student(tiny_classifier(seed=5), train, valid, valid, task="classification",
+                  config=config, output_dir=tmp_path, progress=False)
+
+    def rows_of(batches):
+        return {tuple(np.round(row, 5)) for batch in batches for row in batch[0]}
+
+    assert rows_of(seen_outer) <= {tuple(np.round(r, 5)) for r in outer.teacher_logits}
+    assert rows_of(seen_train) <= {tuple(np.round(r, 5)) for r in inner.teacher_logits}
+    assert not rows_of(seen_outer) & {tuple(np.round(r, 5)) for r in valid.teacher_logits}

@@ -85,6 +85,18 @@ def overwrite_field() -> Any:
                "settings refused, naming the differences)"})
 
 
+def keep_checkpoints_field() -> Any:
+    return field(default=False, metadata={
+        "doc": "keep a finished run's resumable training state (by default it is deleted "
+               "once the run's result and weights are saved: hundreds of MB a run)"})
+
+
+def keep_students_field() -> Any:
+    return field(default=False, metadata={
+        "doc": "save each student's best parameters as a model folder, OUTPUT/model (by "
+               "default a finished student keeps its result and learned explainer only)"})
+
+
 def config_file_field() -> Any:
     return field(default=None, metadata={
         "metavar": "FILE", "shown": "none",
@@ -172,6 +184,7 @@ class TrainTeacher:
     output_dir: str = "runs/teacher"
     config: str | None = config_file_field()
     overwrite: bool = overwrite_field()
+    keep_checkpoints: bool = keep_checkpoints_field()
     runtime: Runtime = runtime_field()
 
 
@@ -180,7 +193,8 @@ def train_teacher(config: TrainTeacher) -> int:
     records = run_teacher(data=config.data, train=config.train, seeds=seeds,
                           model=config.model,
                           output_dir=config.output_dir,
-                          progress=not config.runtime.no_progress, overwrite=config.overwrite)
+                          progress=not config.runtime.no_progress, overwrite=config.overwrite,
+                          keep_checkpoints=config.keep_checkpoints)
     folders = seed_folders(config.output_dir, seeds)
     summary = [{"seed": seed, "test": r["test"], "train_seconds": r["train_seconds"],
                 "steps": r["steps"], "model": str(folder / "model")}
@@ -211,6 +225,8 @@ class TrainStudent:
         "shown": "TEACHER/students/n{SIZE}/{explainers}/seed{S}"})
     config: str | None = config_file_field()
     overwrite: bool = overwrite_field()
+    keep_checkpoints: bool = keep_checkpoints_field()
+    keep_students: bool = keep_students_field()
     student: StudentTrainConfig = field(default_factory=StudentTrainConfig,
                                         metadata={"skip": ("explainer",)})
     runtime: Runtime = runtime_field()
@@ -226,7 +242,9 @@ def train_student(config: TrainStudent) -> int:
         folders = seed_folders(config.output_dir, seeds)
     records = run_student(config.teacher, config=student, seeds=seeds,
                           num_examples=config.size, output_dir=folders,
-                          progress=not config.runtime.no_progress, overwrite=config.overwrite)
+                          progress=not config.runtime.no_progress, overwrite=config.overwrite,
+                          keep_checkpoints=config.keep_checkpoints,
+                          keep_students=config.keep_students)
     keys = ("explainer", "seed", "num_examples", "test", "validation", "steps", "train_seconds")
     summary = [{k: r[k] for k in keys} for r in records]
     print(json.dumps(summary[0] if len(seeds) == 1 else summary, indent=2))
@@ -255,6 +273,8 @@ class Simulability:
                                         metadata={"choices": STUDENT_SETTINGS})
     output_dir: str | None = field(default=None, metadata={"shown": "TEACHER/simulability"})
     overwrite: bool = False
+    keep_checkpoints: bool = keep_checkpoints_field()
+    keep_students: bool = keep_students_field()
     student: StudentTrainConfig = field(default_factory=StudentTrainConfig,
                                         metadata={"skip": ("explainer",)})
     runtime: Runtime = runtime_field()
@@ -268,7 +288,9 @@ def simulability(config: Simulability) -> int:
     output_dir = Path(config.output_dir or Path(config.teacher) / "simulability")
     records = run_grid(config.teacher, sizes=config.sizes, explainers=config.explainers,
                        seeds=seeds, student=config.student, output_dir=output_dir,
-                       progress=not config.runtime.no_progress, overwrite=config.overwrite)
+                       progress=not config.runtime.no_progress, overwrite=config.overwrite,
+                       keep_checkpoints=config.keep_checkpoints,
+                       keep_students=config.keep_students)
     metric = "accuracy" if "accuracy" in records[0]["test"] else "pearson"
     table = simulability_table(records, metric=metric)
     (output_dir / "table.md").write_text(table + "\n")

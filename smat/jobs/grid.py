@@ -36,6 +36,8 @@ def run_grid(
     output_dir: str | Path,
     progress: bool = True,
     overwrite: bool = False,
+    keep_checkpoints: bool = False,
+    keep_students: bool = False,
 ) -> list[dict[str, Any]]:
     """Train every (size, explainer, seed) student of a teacher; finished cells are reused.
 
@@ -51,6 +53,8 @@ def run_grid(
       output_dir: grid folder; cell results go to ``n{size}/{explainer}/seed{seed}``.
       progress: show progress bars.
       overwrite: delete what each cell's folder holds and train afresh.
+      keep_checkpoints, keep_students: as :func:`smat.jobs.runs.run_student` (by default a
+        finished cell keeps its result and learned explainer only).
 
     Returns:
       The result records of all cells, in grid order.
@@ -82,5 +86,7 @@ def run_grid(
             records += run_student(teacher_dir,
                                    config=dataclasses.replace(student, explainer=explainer),
                                    seeds=seeds, num_examples=num_examples, output_dir=folders,
-                                   progress=progress, overwrite=overwrite)
+                                   progress=progress, overwrite=overwrite,
+                                   keep_checkpoints=keep_checkpoints,
+                                   keep_students=keep_students)
     return records

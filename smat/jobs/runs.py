@@ -40,11 +40,12 @@ from smat.evaluation.cartography import (
     group_counts,
     plot_data_map,
 )
+from smat.explainers import attention
 from smat.json_files import read_json, recorded_dataclass
 from smat.models import ModelSource, SequenceClassifier, ViTConfig, functional, keep_first_layers
-from smat.registry import LEARNED, NO_EXPLAINER
-from smat.store import model_store
-from smat.store.explainer_store import load_explainer, save_explainer
+from smat.registry import FIXED_HEADS, LEARNED, NO_EXPLAINER
+from smat.store import checkpoint, model_store
+from smat.store.explainer_store import save_explainer
 from smat.store.run_log import (
     cached_arrays,
     check_run_settings,
@@ -290,6 +291,7 @@ def run_teacher(
     model: ModelSource | None = None,
     progress: bool = True,
     overwrite: bool = False,
+    keep_checkpoints: bool = False,
 ) -> list[dict[str, Any]]:
     """Train (or resume, or reuse) one teacher per seed and report their test metrics.
 
@@ -311,6 +313,8 @@ def run_teacher(
         the offline all-MiniLM-L6-v2 with a scalar mix).
       progress: show progress bars.
       overwrite: delete what each seed folder holds and train afresh.
+      keep_checkpoints: keep the resumable loop state of a finished run (by default it is
+        deleted once the best weights are saved in ``model/``).
 
     Returns:
       One result record per seed (also written to its `result.json`): metrics, sizes,
@@ -342,6 +346,9 @@ def run_teacher(
                 write_cartography(folders[i], seed=seeds[i])
             _finish_teacher(folders[i], data, parts, model, tokenizer, result, layout,
                             length_multiple=train.loop.length_multiple)
+        if not keep_checkpoints:
+            for i in todo:
+                checkpoint.remove_resume_states(folders[i])
     return [read_json(folder / "result.json") for folder in folders]
 
 
@@ -492,6 +499,8 @@ def _cached_student_rows(teacher_dir: Path, trained: model_store.TrainedModel,
                          ) -> tuple[StudentRows, StudentRows, StudentRows]:
     """Teacher outputs over the student splits, computed once per (setting, size,
     explanation source, student pool) on disk."""
+    # fixed head coefficients are applied to SMaT's cached attention when a student trains
+    setting = LEARNED if setting == FIXED_HEADS else setting
     source = "" if explanation_source == "text" else f"-{explanation_source}"
     pool = "" if student_pool == "held_out" else f"-{student_pool}"
     path = (teacher_dir / "cache"
@@ -525,6 +534,8 @@ def run_student(
     seeds: Sequence[int] | None = None,
     progress: bool = True,
     overwrite: bool = False,
+    keep_checkpoints: bool = False,
+    keep_students: bool = False,
 ) -> list[dict[str, Any]]:
     """Train one student per seed of a trained teacher and report their simulability.
 
@@ -533,8 +544,10 @@ def run_student(
     ``config.init_seed``, as the authors' code does, unless ``config.per_seed_init``), and
     trained on the first `num_examples` rows of the student pool of the
     teacher's data split. Each seed's run folder receives `config.json`, `checkpoints/`
-    (resumable), `result.json` last, and for SMaT the learned teacher explainer under
-    ``explainer/`` (load it with :func:`smat.load_explainer`); a finished seed is reused,
+    (resumable; the loop state is deleted once the seed has finished), `result.json` last,
+    for SMaT the learned teacher explainer under ``explainer/`` (load it with
+    :func:`smat.load_explainer`), and with `keep_students` the student itself under
+    ``model/`` (a trained-model folder, like a teacher's); a finished seed is reused,
     and a folder that holds a student of other settings (or of another teacher) is refused
     before any work. ``config.loop.parallel_seeds`` trains the seeds in one program.
 
@@ -547,6 +560,8 @@ def run_student(
       seeds: distinct seeds (default: ``(config.loop.seed,)``); each replaces the loop seed.
       progress: show progress bars.
       overwrite: delete what each seed folder holds and train afresh.
+      keep_checkpoints: keep each finished seed's resumable loop state.
+      keep_students: save each student's best parameters as a model folder.
 
     Returns:
       One result record per seed: test and validation simulability, steps, seconds, and
@@ -584,9 +599,24 @@ def run_student(
                                 output_dir=[folders[i] / "checkpoints" for i in todo],
                                 progress=progress)
         for i, seed, result in zip(todo, todo_seeds, results, strict=True):
+            if keep_students:
+                student = inputs.new_student(seed)
+                model_store.save(folders[i] / "model", student, inputs.trained.tokenizer,
+                                 params=result.student_params, **_student_info(inputs))
             _finish_student(folders[i], inputs, with_loop(config, seed=seed),
                             num_examples, result, teacher_params=teacher_params)
+        if not keep_checkpoints:
+            for i in todo:
+                checkpoint.remove_resume_states(folders[i])
     return [read_json(folder / "result.json") for folder in folders]
+
+
+def _student_info(inputs: _StudentInputs) -> dict[str, Any]:
+    """What a saved student's model.json records beside its architecture: its teacher's
+    data (so the student explains and evaluates on the same rows) and label names."""
+    info = inputs.trained.info
+    return {key: info[key] for key in ("max_len", "label_names", "data", "data_fingerprint",
+                                       "image_mean", "image_std") if key in info}
 
 
 def _model_and_run_folders(source: str | Path) -> tuple[Path, Path | None]:
@@ -754,10 +784,13 @@ def _student_inputs(teacher_dir: Path, config: StudentTrainConfig, num_examples:
     for folder, recorded in zip(folders, settings, strict=True):
         write_json_atomic(folder / "config.json", recorded)
 
+    student_source = (source if config.student_layers is None
+                      else dataclasses.replace(source, num_layers=config.student_layers))
+
     def new_student(seed: int):
         head_seed = seed if config.per_seed_init else config.init_seed
-        return start_model(source, task=data.task, num_labels=trained.info["num_labels"],
-                           seed=head_seed)[0]
+        return start_model(student_source, task=data.task,
+                           num_labels=trained.info["num_labels"], seed=head_seed)[0]
 
     return _StudentInputs(trained, rows, data.task, new_student)
 
@@ -776,8 +809,8 @@ def _finish_student(output_dir: Path, inputs: _StudentInputs, config: StudentTra
         teacher_cfg, _ = explainer_configs(
             config.explainer, num_layers=encoder.num_layers, num_heads=encoder.num_heads,
             normalizer=config.normalizer)
-        saved = save_explainer(output_dir / "explainer", result.teacher_explainer_params,
-                               teacher_cfg)
-        record["head_weights"] = load_explainer(saved).head_weights().tolist()
+        save_explainer(output_dir / "explainer", result.teacher_explainer_params, teacher_cfg)
+        record["head_weights"] = np.asarray(attention.head_weights(
+            result.teacher_explainer_params, config=teacher_cfg)).tolist()
     write_json_atomic(output_dir / "result.json", record)
     return record

@@ -180,3 +180,15 @@ def restore(path: str | Path, *, target: Any = None) -> Restored:
                          f"({reason}); retrain it (rerun the command that wrote it, with "
                          "--overwrite)") from None
     return Restored(pytree=restored.state, metadata=restored.metadata)
+
+
+def remove_resume_states(run_dir: str | Path) -> int:
+    """Delete the resumable loop states (every ``last`` checkpoint) under a finished run's
+    ``checkpoints/`` folder, keeping its metrics logs; returns the bytes freed. A finished
+    run needs them no more: its result, model or learned explainer are saved apart."""
+    freed = 0
+    for last in sorted(Path(run_dir, "checkpoints").rglob("last")):
+        if last.is_dir():
+            freed += sum(f.stat().st_size for f in last.rglob("*") if f.is_file())
+            shutil.rmtree(last)
+    return freed

@@ -36,7 +36,7 @@ from smat.models.inference import (
     trim_to_length,
 )
 from smat.parallel import resolve_mesh
-from smat.registry import DEFAULT_BETA, STATIC, STUDENT_SETTINGS, static_scores
+from smat.registry import DEFAULT_BETA, FIXED_HEADS, STATIC, STUDENT_SETTINGS, static_scores
 from smat.training import scaffold
 from smat.training.loop import LoopConfig, fit, seed_folders, seed_groups, stack_seeds
 from smat.training.task_metrics import primary_metric, task_metrics
@@ -49,6 +49,11 @@ OUTER_LEARNING_RATE = {"classification": 5e-4, "regression": 2e-4}
 EXPLANATION_SOURCES = ("text", "shuffled_text")
 # where a student's training rows come from (StudentTrainConfig.student_pool)
 STUDENT_POOLS = ("held_out", "teacher_train")
+# where SMaT's outer loss (Eq. 9) draws its rows from (StudentTrainConfig.outer_rows)
+OUTER_ROWS = ("validation", "pool")
+POOL_OUTER_FRACTION = 0.2
+"""The part of its training pool a SMaT student with ``outer_rows="pool"`` keeps for the
+outer loss (its inner steps train on the rest)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,6 +84,17 @@ class StudentTrainConfig:
         saw ("held_out", the paper's text classification protocol) or a sample of the
         teacher's own training rows ("teacher_train", its CIFAR-100 and MLQE-PE
         protocol); validation and test rows are held out either way.
+      student_layers: keep the first N layers of the teacher's pretrained encoder for the
+        student (a smaller, faster student; default: the teacher's architecture). The SMaT
+        explainer still combines every teacher head.
+      head_weights: the fixed head coefficients of the "attention_heads" setting, one per
+        teacher head in (layer, head) order, non-negative and summing to 1 (empty for every
+        other setting): the teacher explanation is Eq. 11 with these coefficients frozen.
+      outer_rows: where SMaT's outer loss (Eq. 9) draws its batches from: the student's
+        validation rows ("validation", the authors' choice, which also early-stop every
+        setting) or the last :data:`POOL_OUTER_FRACTION` of its own training pool ("pool",
+        its inner steps then train on the rest), so that SMaT sees no teacher-labelled row
+        the other settings do not.
       loop: how the training loop batches (the batch size is also the outer step's
         validation batch), evaluates (on validation simulability), stops and runs seeds
         (LoopConfig; the seed also draws the outer step's validation batches).
@@ -98,6 +114,10 @@ class StudentTrainConfig:
                                                 metadata={"choices": EXPLANATION_SOURCES})
     student_pool: str = dataclasses.field(default="held_out",
                                           metadata={"choices": STUDENT_POOLS})
+    student_layers: int | None = dataclasses.field(default=None,
+                                                   metadata={"shown": "the teacher's"})
+    head_weights: tuple[float, ...] = ()
+    outer_rows: str = dataclasses.field(default="validation", metadata={"choices": OUTER_ROWS})
     # The authors' students stop on patience, not on an epoch cap (patience 10 for
     # classification; their regression runs use patience 5 and batch 16).
     loop: LoopConfig = LoopConfig(max_epochs=100, patience=10)
@@ -118,6 +138,16 @@ class StudentTrainConfig:
                              f"got {self.student_pool!r}")
         if self.init_seed < 0:
             raise ValueError(f"StudentTrainConfig.init_seed must be >= 0, got {self.init_seed}")
+        self._check_head_weights()
+        if self.student_layers is not None and self.student_layers < 1:
+            raise ValueError(f"StudentTrainConfig.student_layers must be >= 1, got "
+                             f"{self.student_layers}")
+        if self.outer_rows not in OUTER_ROWS:
+            raise ValueError(f"StudentTrainConfig.outer_rows must be one of {OUTER_ROWS}, got "
+                             f"{self.outer_rows!r}")
+        if self.outer_rows != "validation" and self.explainer != "smat":
+            raise ValueError(f"StudentTrainConfig.outer_rows={self.outer_rows!r} is read only "
+                             f"by the 'smat' setting, not {self.explainer!r}")
         if self.per_seed_init and self.init_seed != 0:
             raise ValueError(f"StudentTrainConfig.init_seed={self.init_seed} is not used with "
                              "StudentTrainConfig.per_seed_init, which draws each seed's head "
@@ -129,6 +159,18 @@ class StudentTrainConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"StudentTrainConfig.{name} must be > 0, got {value}")
+
+    def _check_head_weights(self) -> None:
+        weights = np.asarray(self.head_weights, dtype=np.float64)
+        if self.explainer != FIXED_HEADS:
+            if weights.size:
+                raise ValueError(f"StudentTrainConfig.head_weights is only read by the "
+                                 f"{FIXED_HEADS!r} setting, not {self.explainer!r}")
+            return
+        if not weights.size or weights.min() < 0 or abs(weights.sum() - 1) > 1e-4:
+            raise ValueError(f"the {FIXED_HEADS!r} setting needs StudentTrainConfig."
+                             "head_weights: one non-negative coefficient per teacher head, "
+                             f"summing to 1 (got {weights.size} summing to {weights.sum():.4g})")
 
     @property
     def resolved_beta(self) -> float:
@@ -201,7 +243,7 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
             args = (graphdef, params, shuffled.input_ids, batch.attention_mask,
                     batch.token_type_ids)
             pooled = _teacher_logits_and_pooled(*args)[1]
-        if setting == "smat":
+        if setting in ("smat", FIXED_HEADS):  # fixed heads are applied when training
             outputs["features"] = pooled
         elif setting != "none":  # a static teacher explainer (smat.jobs.explain, paper §5)
             outputs["scores"] = static_scores(*args, name=setting, ig_steps=ig_steps,
@@ -228,6 +270,45 @@ def _trim_rows(rows: StudentRows, multiple: int, length: int | None = None) -> S
     if rows.teacher_scores.shape[-1]:
         cut["teacher_scores"] = rows.teacher_scores[..., :length]
     return rows._replace(**cut)
+
+
+def fixed_head_rows(rows: StudentRows, head_weights: Sequence[float]) -> StudentRows:
+    """Rows cached for SMaT (pooled teacher attention, (N, L, H, T)) turned into the static
+    teacher scores of Eq. 11 with `head_weights` frozen: sum over heads of weight x pooled
+    logit, 0 at padding (uniform weights give ``attention_all``'s scores).
+
+    Raises:
+      ValueError: rows without teacher attention, or a weight count other than L x H.
+    """
+    features = rows.teacher_features
+    if features.ndim != 4:
+        raise ValueError(f"the {FIXED_HEADS!r} setting needs rows cached with the teacher's "
+                         "pooled attention (cache_teacher(..., setting='smat'))")
+    weights = np.asarray(head_weights, np.float32)
+    if weights.size != features.shape[1] * features.shape[2]:
+        raise ValueError(f"StudentTrainConfig.head_weights has {weights.size} coefficients; "
+                         f"the teacher has {features.shape[1]} layers x {features.shape[2]} "
+                         f"heads = {features.shape[1] * features.shape[2]}")
+    mask = rows.attention_mask != 0
+    masked = np.where(mask[:, None, None, :], features, np.float32(0))
+    scores = np.einsum("lh,nlht->nt", weights.reshape(features.shape[1:3]), masked)
+    return rows._replace(teacher_scores=np.where(mask, scores, 0).astype(np.float32),
+                         teacher_features=np.zeros((len(rows.labels), 0), np.float32))
+
+
+def split_pool_for_outer(rows: StudentRows) -> tuple[StudentRows, StudentRows]:
+    """(inner rows, outer rows): the last :data:`POOL_OUTER_FRACTION` of a student's pool
+    (at least one row) for SMaT's outer loss, the rest for its inner steps.
+
+    Raises:
+      ValueError: a pool of fewer than 2 rows.
+    """
+    num = len(rows.labels)
+    if num < 2:
+        raise ValueError(f"outer_rows='pool' splits the training pool; it has {num} row")
+    cut = num - max(1, round(POOL_OUTER_FRACTION * num))
+    return (StudentRows(*(field[:cut] for field in rows)),
+            StudentRows(*(field[cut:] for field in rows)))
 
 
 def _as_batch(rows: StudentRows) -> dict[str, np.ndarray]:
@@ -307,6 +388,10 @@ def _setup(model: nnx.Module, train: StudentRows, *, task: str,
     teacher_cfg, student_cfg = explainer_configs(
         setting, num_layers=encoder.num_layers, num_heads=encoder.num_heads,
         normalizer=config.normalizer)
+    if learned:  # the SMaT explainer combines the teacher's heads, whatever the student's
+        teacher_layers, teacher_heads = train.teacher_features.shape[1:3]
+        teacher_cfg = dataclasses.replace(teacher_cfg, num_layers=teacher_layers,
+                                          num_heads=teacher_heads)
     graphdef = functional.split(model)[0]
     functions = scaffold.ScaffoldFunctions(
         student_forward=scaffold.ClassifierForward(graphdef),
@@ -415,6 +500,11 @@ def train_student(
     """
     models, seeds, groups = seed_groups(models, seeds, default_seed=config.loop.seed,
                                         parallel=config.loop.parallel_seeds)
+    if config.explainer == FIXED_HEADS:
+        train = fixed_head_rows(train, config.head_weights)
+    outer = validation
+    if config.outer_rows == "pool":
+        train, outer = split_pool_for_outer(train)
     setup = _setup(models[0], train, task=task, config=config)
     if config.explainer in STATIC:  # the teacher's scores at its explainer's temperature
         temperature = STATIC[config.explainer].teacher_temperature
@@ -428,7 +518,7 @@ def train_student(
         group_seeds = [seeds[i] for i in group]
 
         def stack(rows, step, group_seeds=group_seeds):
-            train_batches, valid_batches = _step_batches(rows, validation, seeds=group_seeds,
+            train_batches, valid_batches = _step_batches(rows, outer, seeds=group_seeds,
                                                          step=step, config=config)
 
             def stacked(batches):
