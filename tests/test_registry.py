@@ -31,7 +31,8 @@ def test_conformance(name, model_and_batch):
     assert np.all(np.isfinite(first)) and np.any(first[mask] != 0)
     np.testing.assert_array_equal(again, first)  # deterministic (random: under its fixed seed)
     spec = registry.spec(name)
-    if not spec.signed:
+    assert spec.kind in registry.SCORE_KINDS
+    if spec.kind == "magnitude":
         assert np.all(first >= 0)
 
 
@@ -54,7 +55,8 @@ def test_aliases_and_student_settings():
                     "feature_ablation", "lime", "kernel_shap", "occlusion")
     assert registry.DEFAULT_BETA == {"none": 0.0, "gradient": 0.2, "input_x_gradient": 0.2,
                                      "integrated_gradients": 0.2, "attention_all": 5.0,
-                                     "attention_last": 5.0, "smat": 5.0,
+                                     "attention_last": 5.0, "attention_heads": 5.0,
+                                     "smat": 5.0,
                                      **{name: 0.2 for name in perturbation}}
 
 

@@ -10,10 +10,11 @@ def test_render_html_shades_tokens_and_hides_special(tmp_path):
     page = render_html(tmp_path / "p.html", tokens, {"a": np.array([[9.0, 2.0, 0.5, 9.0]])},
                        show=show, titles=["t & u"]).read_text()
     assert "[CLS]" not in page and "&lt;b&gt;" in page and "t &amp; u" in page
-    # unsigned scores: red, the row's largest fully coloured, the rest in proportion
-    assert "title='2' style='background: rgba(220, 50, 32, 1.000)'>good" in page
-    assert "title='0.5' style='background: rgba(220, 50, 32, 0.250)'>&lt;b&gt;" in page
-    assert "explainers with signed scores: none" in page
+    # undeclared non-negative scores: a magnitude, sequential purple from zero, the row's
+    # largest fully coloured, the rest in proportion
+    assert "title='2' style='background: rgba(118, 42, 131, 1.000)'>good" in page
+    assert "title='0.5' style='background: rgba(118, 42, 131, 0.250)'>&lt;b&gt;" in page
+    assert "<b>a</b>: importance, sequential from zero" in page
 
 
 def test_signed_scores_diverge_around_zero_and_small_ranges_still_show(tmp_path):
@@ -26,7 +27,29 @@ def test_signed_scores_diverge_around_zero_and_small_ranges_still_show(tmp_path)
     assert "rgba(40, 90, 200, 0.242)'>not" in page  # blue, |-0.008| / 0.033
     assert "rgba(220, 50, 32, 1.000)'>bad" in page
     assert "rgba(220, 50, 32, 0.000)'>film" in page  # zero is white
-    assert "explainers with signed scores: ig" in page
+    assert "<b>ig</b>: signed attribution, diverging around zero" in page
+
+
+def test_attention_is_drawn_as_its_distribution_never_as_negative_evidence(tmp_path):
+    """Pooled attention logits are all negative here; drawn as what they stand for, the
+    softmax over the row's words, the most attended word is the darkest and none is blue."""
+    tokens = [["[CLS]", "as", "it", "is", "[SEP]"]]
+    show = np.array([[False, True, True, True, False]])
+    logits = np.array([[-5.0, -0.67, -2.0, -3.0, -5.0]])
+    page = render_html(tmp_path / "p.html", tokens, {"attention_all": logits}, show=show,
+                       kinds={"attention_all": "attention"}).read_text()
+    shares = np.exp([-0.67, -2.0, -3.0]) / np.exp([-0.67, -2.0, -3.0]).sum()
+    assert f"title='{shares[0]:.4g}' style='background: rgba(118, 42, 131, 1.000)'>as" in page
+    assert (f"rgba(118, 42, 131, {shares[1] / shares[0]:.3f})'>it") in page
+    assert "rgba(40, 90, 200" not in page.split("</style>")[1].split("class='example'")[1]
+    assert "<b>attention_all</b>: attention distribution" in page
+    # the same scores undeclared would be drawn as (all negative) attribution: the defect
+    wrong = render_html(tmp_path / "w.html", tokens, {"attention_all": logits},
+                        show=show).read_text()
+    assert "rgba(40, 90, 200, 1.000)'>is" in wrong
+    with pytest.raises(ValueError, match="unknown kinds of scores"):
+        render_html(tmp_path / "x.html", tokens, {"a": logits}, show=show,
+                    kinds={"a": "probability"})
 
 
 def test_word_pieces_merge_into_words_with_summed_scores(tmp_path):
@@ -34,7 +57,7 @@ def test_word_pieces_merge_into_words_with_summed_scores(tmp_path):
     show = np.array([[False, True, True, True, True, False]])
     scores = np.array([[0.0, 0.25, 0.5, 0.1, 1.0, 0.0]])
     page = render_html(tmp_path / "w.html", tokens, {"a": scores}, show=show).read_text()
-    assert "title='0.75' style='background: rgba(220, 50, 32, 0.750)'>specter" in page
+    assert "title='0.75' style='background: rgba(118, 42, 131, 0.750)'>specter" in page
     assert "##ter" not in page
     pieces = render_html(tmp_path / "p.html", tokens, {"a": scores}, show=show,
                          word_pieces=True).read_text()
@@ -53,17 +76,22 @@ def test_render_html_errors(tmp_path):
                     show=np.ones((1, 1), bool))
 
 
-def test_plot_head_weights(tmp_path):
+def test_plot_head_weights_centres_on_uniform_and_keeps_noise_pale(tmp_path):
+    from smat.store.render import head_weights_scale
+
     path = plot_head_weights(np.eye(3)[:2], tmp_path / "h.png")
     assert path.read_bytes()[:4] == b"\x89PNG"
-    # coefficients near uniform (1/72 +- 0.005) still span the whole colour scale
-    from matplotlib import image
-
-    weights = np.full((6, 12), 1 / 72)
-    weights[0, 0], weights[5, 11] = 1 / 72 + 0.005, 1 / 72 - 0.005
-    pixels = image.imread(plot_head_weights(weights, tmp_path / "near.png"))
-    reds = pixels[..., 0] - pixels[..., 2]
-    assert reds.max() > 0.5 and reds.min() < -0.5  # both ends of the diverging map
+    # coefficients within 0.005 of uniform (1/72) are drawn on 0 .. 2/72, so the noise
+    # stays pale instead of spanning the whole colour map
+    near = np.full((6, 12), 1 / 72)
+    near[0, 0], near[5, 11] = 1 / 72 + 0.005, 1 / 72 - 0.005
+    np.testing.assert_allclose(head_weights_scale(near), (0.0, 2 / 72))
+    # a sparse solution widens the scale, still centred on uniform
+    sparse = np.zeros((6, 12))
+    sparse[3, :4] = 0.25
+    low, high = head_weights_scale(sparse)
+    np.testing.assert_allclose((low + high) / 2, 1 / 72)
+    np.testing.assert_allclose(high, 0.25)
     with pytest.raises(ValueError, match="layers, heads"):
         plot_head_weights(np.ones(3), tmp_path / "x.png")
 
@@ -89,10 +117,12 @@ def test_plot_patch_saliency_writes_one_row_per_image(tmp_path):
     images = np.random.default_rng(0).random((2, 16, 16, 3))
     scores = {"gradient": np.abs(np.random.default_rng(1).normal(size=(2, 16))),
               "attention_all": np.eye(2, 16)}
-    path = plot_patch_saliency(images, scores, tmp_path / "grid.png", titles=["cat", "dog"])
+    path = plot_patch_saliency(images, scores, tmp_path / "grid.png", titles=["cat", "dog"],
+                               kinds={"attention_all": "attention"})
     with Image.open(path) as png:
         width, height = png.size
-    assert width == 600 and height == 420  # 3 columns x 2 rows at 2.0 x 2.1 inches, 100 dpi
+    # 3 columns x 2 rows at 2.0 x 2.1 inches and a row of colour bars, 100 dpi
+    assert width == 600 and height == 510
     with pytest.raises(ValueError, match="1 rows of scores for 2 images"):
         plot_patch_saliency(images, {"gradient": scores["gradient"][:1]}, tmp_path / "x.png")
 
@@ -104,13 +134,15 @@ def test_render_image_html_overlays_one_cell_per_patch_and_checks_shapes(tmp_pat
     scores = {"gradient": np.array([[1.0, 0.5, 0.0, 0.25], [0.0, 0.0, 2.0, 0.0]]),
               "input_x_gradient": np.array([[-1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])}
     page = render_image_html(tmp_path / "p.html", images, scores,
-                             titles=["first", "<second>"]).read_text()
+                             titles=["first", "<second>"],
+                             kinds={"gradient": "magnitude"}).read_text()
     assert page.count("class='patch'") == 2 * 2 * 4
     assert "repeat(2, 1fr)" in page  # a 2 x 2 grid of patches
     # shades relative to each image's largest absolute score; blue below zero
-    assert "title='1' style='background: rgba(220, 50, 32, 0.750)'" in page
-    assert "title='0.25' style='background: rgba(220, 50, 32, 0.188)'" in page
+    assert "title='1' style='background: rgba(118, 42, 131, 0.750)'" in page
+    assert "title='0.25' style='background: rgba(118, 42, 131, 0.188)'" in page
     assert "title='-1' style='background: rgba(40, 90, 200, 0.750)'" in page
+    assert "<b>gradient</b>: importance" in page and "<b>input_x_gradient</b>: signed" in page
     assert "&lt;second&gt;" in page and "<second>" not in page
     with pytest.raises(ValueError, match="expected \\(2, patches\\) of a square patch grid"):
         render_image_html(tmp_path / "x.html", images, {"gradient": np.ones((2, 3))})

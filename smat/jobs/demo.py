@@ -27,6 +27,7 @@ from smat.evaluation.simulability import simulability_table
 from smat.jobs.explain import ExplainConfig, explain_data, write_explanations
 from smat.jobs.grid import run_grid
 from smat.jobs.runs import DataConfig, load_run, reused_teacher, run_teacher
+from smat.registry import score_kind
 from smat.store.explainer_store import load_explainer
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
@@ -44,7 +45,7 @@ DEMO_STUDENT = StudentTrainConfig(
     inner_learning_rate=0.05, meta_interval=2,
     loop=LoopConfig(batch_size=16, max_epochs=2, patience=2, evals_per_epoch=1,
                     length_multiple=64))
-DEMO_DATA = DataConfig(student_validation_size=250, student_test_size=500)
+DEMO_DATA = DataConfig(student_validation_size=500, student_test_size=1000)
 DEMO_EXPLAINERS = ("none", "attention_all", "smat")
 DEMO_SIZE = 256
 DEMO_SEEDS = (0, 1)
@@ -103,12 +104,14 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
     shown = take(parts.student_test, np.arange(NUM_SHOWN))
     names = ("gradient", "attention_all") + ((str(smat_dir / "explainer"),) if figure else ())
     explanations = explain_data(trained, shown, ExplainConfig(explainers=names))
+    shown_name = {name: "smat (learned)" if name.endswith("explainer") else name
+                  for name in explanations.scores}
+    kinds = {shown_name[name]: score_kind(name) for name in explanations.scores}
     explanations = explanations._replace(scores={
-        ("smat (learned)" if name.endswith("explainer") else name): value
-        for name, value in explanations.scores.items()})
+        shown_name[name]: value for name, value in explanations.scores.items()})
     texts = [trained.tokenizer.decode(row[mask != 0], skip_special_tokens=True)
              for row, mask in zip(shown.input_ids, shown.attention_mask, strict=True)]
-    pages = write_explanations(explanations, output_dir, texts=texts,
+    pages = write_explanations(explanations, output_dir, texts=texts, kinds=kinds,
                                label_names=trained.info["label_names"])
 
     summary = {

@@ -8,7 +8,7 @@ explain the predicted class.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -246,10 +246,13 @@ def check_model_and_rows(params, num_rows: int, explain: ExplainConfig) -> None:
 
 def write_explanations(explanations: Explanations, output_dir: str | Path, *,
                        texts: Sequence[str], label_names: Sequence[str] = (),
-                       word_pieces: bool = False) -> dict[str, Any]:
+                       word_pieces: bool = False,
+                       kinds: Mapping[str, str | None] | None = None) -> dict[str, Any]:
     """Write ``explanations.json`` and the side-by-side ``explanations.html`` (whole words,
     or the tokenizer's pieces with `word_pieces`); each record and caption carries the
-    prediction and, for classification, its probability."""
+    prediction and, for classification, its probability. Each explainer is drawn as its
+    kind of scores says (`kinds`, by default :func:`smat.registry.score_kind` of its
+    name)."""
     output_dir = Path(output_dir)
 
     def label(prediction) -> str:
@@ -266,8 +269,10 @@ def write_explanations(explanations: Explanations, output_dir: str | Path, *,
                            for name, values in explanations.scores.items()}}
                for i, text in enumerate(texts)]
     write_json_atomic(output_dir / "explanations.json", records)
+    if kinds is None:
+        kinds = {name: registry.score_kind(name) for name in explanations.scores}
     render_html(output_dir / "explanations.html", explanations.tokens, explanations.scores,
-                show=explanations.show, word_pieces=word_pieces,
+                show=explanations.show, word_pieces=word_pieces, kinds=kinds,
                 titles=[f"{r['text']}  (prediction: {r['prediction']}"
                         + (f", probability {r['probability']:.2f})" if "probability" in r
                            else ")") for r in records])

@@ -133,12 +133,13 @@ def write_image_explanations(explanations: ImageExplanations, data: ImageDataset
               + (f" ({r['probability']:.2f})" if "probability" in r else "")
               for r in records]
     write_json_atomic(output_dir / "explanations.json", records)
+    kinds = {name: registry.score_kind(name) for name in explanations.scores}
     render_image_html(output_dir / "explanations.html", data.images, explanations.scores,
-                      titles=titles)
+                      titles=titles, kinds=kinds)
     shown = slice(PNG_GRID_IMAGES)
     plot_patch_saliency(data.images[shown],
                         {name: values[shown] for name, values in explanations.scores.items()},
-                        output_dir / "explanations.png",
+                        output_dir / "explanations.png", kinds=kinds,
                         titles=[f"{r['label']} -> {r['prediction']}" for r in records[shown]])
     return {"json": str(output_dir / "explanations.json"),
             "html": str(output_dir / "explanations.html"),

@@ -3,12 +3,15 @@ images, PNG grids of patch saliency over images, and head-weight heatmaps.
 
 As in Figure 3 of the SMaT paper, each row of the page is one explainer's view of the same
 example. Word pieces are merged into words (their scores summed, as the word-level metrics
-do; ``word_pieces=True`` shows the pieces). An explainer whose scores take both signs is
-coloured on a diverging scale around zero (red above, blue below), one with non-negative
-scores on a sequential red scale; either way the shade is the score divided by the row's
-largest absolute score, so the strongest word of each row is fully coloured and zero is
-white. Hovering over a word shows its raw score. Special tokens ([CLS], [SEP], padding) are
-left out.
+do; ``word_pieces=True`` shows the pieces). How a row is coloured follows what its scores
+are (:data:`KINDS`): an attribution (signed evidence) on a diverging scale around zero, red
+for and blue against; a magnitude on a sequential scale from zero; attention as the
+distribution it stands for, the softmax of the pooled logits over the words shown (Eq. 11),
+on the same sequential scale, so that where the mass sits is what a reader sees. The shade is
+the value over the row's largest absolute value, so the strongest word of each row is fully
+coloured and zero is white; the legend says which scale each explainer is drawn on, and
+hovering over a word shows the value drawn. Special tokens ([CLS], [SEP], padding) are left
+out.
 """
 
 from __future__ import annotations
@@ -32,16 +35,62 @@ span.tok { padding: 1px 2px; margin: 1px; border-radius: 3px; display: inline-bl
 figure { text-align: center; font-size: 0.85em; vertical-align: top; margin-bottom: 2em; }
 figcaption { position: absolute; top: 100%; width: 100%; }
 """
-_POSITIVE, _NEGATIVE = (220, 50, 32), (40, 90, 200)
+_POSITIVE, _NEGATIVE, _MASS = (220, 50, 32), (40, 90, 200), (118, 42, 131)
+
+KINDS = {
+    "attribution": "signed attribution, diverging around zero: red for, blue against the "
+                   "prediction",
+    "magnitude": "importance, sequential from zero (purple)",
+    "attention": "attention distribution: each word's share of the mass (the softmax of the "
+                 "pooled attention logits over the words shown), sequential from zero "
+                 "(purple)",
+}
+"""The kinds of scores a page draws and how (``smat.registry.SCORE_KINDS``)."""
 
 
-def _shaded(values: np.ndarray, opacity: float = 1.0) -> list[str]:
-    """Each score's hover title and background, shaded by the score over the row's
-    largest absolute score (red above zero, blue below; `opacity` at the largest)."""
+def inferred_kind(scores: np.ndarray) -> str:
+    """The kind of scores whose kind nobody declared (a file computed elsewhere): an
+    attribution when any is negative, else a magnitude."""
+    return "attribution" if (np.asarray(scores) < 0).any() else "magnitude"
+
+
+def drawn_values(values: np.ndarray, kind: str) -> np.ndarray:
+    """What a row of `kind` is drawn as: attention logits become their softmax over the
+    row (the distribution of Eq. 11), every other kind is drawn as it is."""
+    values = np.asarray(values, np.float64)
+    if kind != "attention" or not values.size:
+        return values
+    weights = np.exp(values - values.max())
+    return weights / weights.sum()
+
+
+def _shaded(values: np.ndarray, kind: str, opacity: float = 1.0) -> list[str]:
+    """Each value's hover title and background, shaded by the value over the row's
+    largest absolute value (`opacity` at the largest): red above zero and blue below for
+    an attribution, purple from zero for a magnitude or an attention distribution."""
     scale = max(float(np.abs(values).max(initial=0.0)), 1e-12)
+
+    def colour(value: float) -> tuple[int, int, int]:
+        if kind != "attribution":
+            return _MASS
+        return _POSITIVE if value >= 0 else _NEGATIVE
+
     return [f"title='{value:.4g}' style='background: rgba("
-            f"{', '.join(map(str, _POSITIVE if value >= 0 else _NEGATIVE))}, "
+            f"{', '.join(map(str, colour(value)))}, "
             f"{opacity * abs(value) / scale:.3f})'" for value in values]
+
+
+def _kinds_legend(kinds: Mapping[str, str]) -> str:
+    """One line per kind of scores on the page, naming its explainers and its scale."""
+    lines = []
+    for kind, description in KINDS.items():
+        names = [html.escape(name) for name, k in kinds.items() if k == kind]
+        if not names:
+            continue
+        swatches = (_swatch(_POSITIVE, 0.8, "for") + " " + _swatch(_NEGATIVE, 0.8, "against")
+                    if kind == "attribution" else _swatch(_MASS, 0.8, "high"))
+        lines.append(f"<div>{swatches} <b>{', '.join(names)}</b>: {description}.</div>")
+    return "".join(lines)
 
 
 def _swatch(rgb: tuple[int, int, int], alpha: float, text: str) -> str:
@@ -91,6 +140,7 @@ def render_html(
     titles: Sequence[str] | None = None,
     heading: str = "smat explanations",
     word_pieces: bool = False,
+    kinds: Mapping[str, str] | None = None,
 ) -> Path:
     """Write one HTML page comparing explainers word by word.
 
@@ -102,12 +152,15 @@ def render_html(
       titles: one caption per example (e.g. text, label and prediction), optional.
       heading: page title.
       word_pieces: show the tokenizer's pieces instead of merging them into words.
+      kinds: explainer name -> its kind of scores (:data:`KINDS`); an explainer left out
+        is inferred from its scores (:func:`inferred_kind`).
 
     Returns:
       The written path.
 
     Raises:
-      ValueError: score arrays whose shape is not (B, T), or no explainer given.
+      ValueError: score arrays whose shape is not (B, T), no explainer given, or an
+        unknown kind.
     """
     show = np.asarray(show, bool)
     if not explanations:
@@ -118,16 +171,12 @@ def render_html(
                              f"{show.shape} (examples, tokens)")
     if len(tokens) != show.shape[0]:
         raise ValueError(f"{len(tokens)} token lists for {show.shape[0]} examples")
-    signed = {name: bool((np.asarray(scores)[show] < 0).any())
-              for name, scores in explanations.items()}
-    legend = ("Each row is one explainer; a word's shade is its score divided by the row's "
-              "largest absolute score (hover for the raw score). " + _swatch(_POSITIVE, 0.8,
-              "red") + " positive, " + _swatch(_NEGATIVE, 0.8, "blue") + " negative "
-              "(explainers with signed scores: "
-              + (", ".join(html.escape(n) for n, s in signed.items() if s) or "none")
-              + "); white is zero. " + ("Word pieces are shown as the tokenizer cut them."
-                                        if word_pieces else
-                                        "Word pieces are merged into words, scores summed."))
+    kinds = _resolved_kinds(explanations, kinds, lambda scores: np.asarray(scores)[show])
+    legend = ("Each row is one explainer; a word's shade is its value divided by the row's "
+              "largest absolute value, white is zero (hover for the value drawn). "
+              + ("Word pieces are shown as the tokenizer cut them."
+                 if word_pieces else "Word pieces are merged into words, their values summed.")
+              + _kinds_legend(kinds))
     parts = []
     for b, example_tokens in enumerate(tokens):
         parts.append("<div class='example'>")
@@ -135,17 +184,34 @@ def render_html(
             parts.append(f"<div class='meta'>{html.escape(titles[b])}</div>")
         parts.append("<table>")
         for name, scores in explanations.items():
-            row = np.asarray(scores[b], np.float64)
+            row = np.array(scores[b], np.float64)  # a copy: drawn values replace scores
+            row[show[b]] = drawn_values(row[show[b]], kinds[name])
             if word_pieces:
                 words = [example_tokens[t] for t in range(len(example_tokens)) if show[b, t]]
                 values = row[show[b]]
             else:
                 words, values = merge_word_pieces(example_tokens, row, show[b])
             cells = "".join(f"<span class='tok' {style}>{html.escape(word)}</span>"
-                            for word, style in zip(words, _shaded(values), strict=True))
+                            for word, style in zip(words, _shaded(values, kinds[name]),
+                                                   strict=True))
             parts.append(f"<tr><td class='name'>{html.escape(name)}</td><td>{cells}</td></tr>")
         parts.append("</table></div>")
     return _write_page(path, heading, legend, parts)
+
+
+def _resolved_kinds(explanations: Mapping[str, np.ndarray], kinds: Mapping[str, str] | None,
+                    shown) -> dict[str, str]:
+    """Every explainer's kind: the declared one, else inferred from its `shown` scores.
+
+    Raises:
+      ValueError: a declared kind that is not one of :data:`KINDS`.
+    """
+    kinds = dict(kinds or {})
+    unknown = {name: kind for name, kind in kinds.items() if kind not in KINDS}
+    if unknown:
+        raise ValueError(f"unknown kinds of scores {unknown}; choose from {list(KINDS)}")
+    return {name: kinds.get(name) or inferred_kind(shown(scores))
+            for name, scores in explanations.items()}
 
 
 def _write_page(path: str | Path, heading: str, legend: str, body: Sequence[str]) -> Path:
@@ -171,10 +237,12 @@ def _png_data_uri(image: np.ndarray) -> str:
 def render_image_html(path: str | Path, images: np.ndarray,
                       explanations: Mapping[str, np.ndarray], *,
                       titles: Sequence[str] | None = None,
-                      heading: str = "smat explanations", size_px: int = 160) -> Path:
+                      heading: str = "smat explanations", size_px: int = 160,
+                      kinds: Mapping[str, str] | None = None) -> Path:
     """Write one HTML page of image explanations: per image, the image and then each
     explainer's patch saliency laid over it, one translucent cell per patch (row-major, as
-    a ViT numbers them) shaded as the text page shades words; hover a patch for its score.
+    a ViT numbers them) shaded as the text page shades words (attention as its distribution
+    over the patches); hover a patch for the value drawn.
 
     Args:
       path: the .html file to write.
@@ -183,6 +251,7 @@ def render_image_html(path: str | Path, images: np.ndarray,
       titles: one caption per image, optional.
       heading: page title.
       size_px: the width and height each image is shown at.
+      kinds: explainer name -> its kind of scores (:data:`KINDS`; inferred when left out).
 
     Raises:
       ValueError: no explainer, images that are not (N, H, W, 3), or scores that are not
@@ -199,10 +268,10 @@ def render_image_html(path: str | Path, images: np.ndarray,
         if len(shape) != 2 or shape[0] != len(images) or grid * grid != shape[1]:
             raise ValueError(f"scores of {name!r} have shape {shape}, expected "
                              f"({len(images)}, patches) of a square patch grid")
-    legend = ("Each image is shown, then each explainer's patch scores over it; a patch's "
-              "shade is its score divided by the image's largest absolute score (hover for "
-              "the raw score): " + _swatch(_POSITIVE, 0.8, "red") + " positive, "
-              + _swatch(_NEGATIVE, 0.8, "blue") + " negative, clear is zero.")
+    kinds = _resolved_kinds(explanations, kinds, lambda scores: scores)
+    legend = ("Each image is shown, then each explainer's patch values over it in grey; a "
+              "patch's shade is its value divided by the image's largest absolute value, "
+              "clear is zero (hover for the value drawn)." + _kinds_legend(kinds))
     box = (f"position: relative; display: inline-block; width: {size_px}px; "
            f"height: {size_px}px; margin: 0 0.8em 2em 0")
     parts = []
@@ -214,10 +283,10 @@ def render_image_html(path: str | Path, images: np.ndarray,
         grey = f"<img src='{uri}' alt='image {b}' style='{style}; filter: grayscale(1)'>"
         cells = [f"<figure style='{box}'>{picture}<figcaption>input</figcaption></figure>"]
         for name, scores in explanations.items():
-            row = np.asarray(scores[b], np.float64)
+            row = drawn_values(scores[b], kinds[name])
             grid = int(round(np.sqrt(row.size)))
             patches = "".join(f"<div class='patch' {style}></div>"
-                              for style in _shaded(row, opacity=0.75))
+                              for style in _shaded(row, kinds[name], opacity=0.75))
             overlay = (f"<div style='position: absolute; inset: 0; display: grid; "
                        f"grid-template-columns: repeat({grid}, 1fr)'>{patches}</div>")
             cells.append(f"<figure style='{box}'>{grey}{overlay}"
@@ -227,13 +296,24 @@ def render_image_html(path: str | Path, images: np.ndarray,
     return _write_page(path, heading, legend, parts)
 
 
+def head_weights_scale(weights: np.ndarray) -> tuple[float, float]:
+    """The colour scale's ends for head coefficients: symmetric around uniform u = 1/n,
+    u plus or minus the larger of u and the largest distance from u."""
+    weights = np.asarray(weights, np.float64)
+    uniform = 1.0 / weights.size
+    half_width = max(float(np.abs(weights - uniform).max()), uniform)
+    return uniform - half_width, uniform + half_width
+
+
 def plot_head_weights(weights: np.ndarray, path: str | Path, *,
                       title: str = "learned head coefficients") -> Path:
     """Heatmap of (layers, heads) explainer head weights lambda (paper Figure 5).
 
-    The colours are centred on the uniform weight 1/(L*H) (white; the static all-layers
-    explainer), red above and blue below, and span the data's own range, so coefficients
-    that moved little from uniform are still told apart; the colour bar marks uniform.
+    The colours are centred on the uniform weight u = 1/(L*H) (white; the static all-layers
+    explainer), red above and blue below, on a scale symmetric around it that spans at
+    least u - u = 0 to 2u: coefficients that barely moved from uniform stay pale (noise is
+    not drawn as structure), a sparse solution's large ones widen the scale; the title
+    gives the largest distance from uniform and the colour bar marks uniform.
 
     Args:
       weights: (L, H) normalized head coefficients (e.g. ``LoadedExplainer.head_weights()``).
@@ -250,9 +330,9 @@ def plot_head_weights(weights: np.ndarray, path: str | Path, *,
     if weights.ndim != 2:
         raise ValueError(f"head weights must be (layers, heads), got shape {weights.shape}")
     uniform = 1.0 / weights.size
-    spread = max(float(np.abs(weights - uniform).max()), 1e-6 * uniform)
-    norm = TwoSlopeNorm(vcenter=uniform, vmin=min(float(weights.min()), uniform - 1e-9),
-                        vmax=max(float(weights.max()), uniform + 1e-9))
+    spread = float(np.abs(weights - uniform).max())
+    low, high = head_weights_scale(weights)
+    norm = TwoSlopeNorm(vcenter=uniform, vmin=low, vmax=high)
     figure = Figure(figsize=(1.6 + 0.45 * weights.shape[1], 1.2 + 0.45 * weights.shape[0]))
     axes = figure.subplots()
     image = axes.imshow(weights, cmap="RdBu_r", norm=norm, aspect="auto")
@@ -260,8 +340,8 @@ def plot_head_weights(weights: np.ndarray, path: str | Path, *,
     axes.set_ylabel("layer")
     axes.set_xticks(range(weights.shape[1]))
     axes.set_yticks(range(weights.shape[0]))
-    axes.set_title(f"{title}\n(max |lambda - 1/{weights.size}| = {spread:.3g})",
-                   fontsize="medium")
+    axes.set_title(f"{title}\nlargest |lambda - 1/{weights.size}| = {spread:.3g} "
+                   f"({spread / uniform:.2g} x uniform)", fontsize="medium")
     bar = figure.colorbar(image, ax=axes)
     bar.ax.axhline(uniform, color="black", linewidth=1.5)
     bar.set_label(f"lambda (black line: uniform 1/{weights.size})")
@@ -300,21 +380,42 @@ def short_label(name: str, width: int = 24) -> str:
     return name if len(name) <= width else "..." + name[-(width - 3):]
 
 
+def _overlay(heat: np.ndarray, kind: str) -> np.ndarray:
+    """An (S, S, 4) RGBA layer of a map normalised to [-1, 1] (:func:`patch_heatmap`):
+    the colour of the value on the kind's scale, opacity growing with its size, so the
+    image shows through where the value is near zero."""
+    from matplotlib import colormaps
+
+    if kind == "attribution":
+        rgba = colormaps["RdBu_r"]((heat + 1) / 2)
+    else:
+        rgba = colormaps["Purples"](0.35 + 0.65 * np.clip(heat, 0, 1))
+    rgba[..., 3] = 0.85 * np.abs(heat)
+    return rgba
+
+
 def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
-                        path: str | Path, *, titles: Sequence[str] | None = None) -> Path:
+                        path: str | Path, *, titles: Sequence[str] | None = None,
+                        kinds: Mapping[str, str] | None = None) -> Path:
     """A PNG grid of image explanations: one row per image (the image, then each
-    explainer's patch saliency over it), coloured as the HTML page colours tokens (red
-    above zero, blue below, the shade the score over the row's largest absolute score).
+    explainer's patch values over a faded grey copy of it), coloured on the scale of the
+    explainer's kind as the HTML page colours tokens (attention as its distribution over
+    the patches), opaque where the value is large and clear where it is zero; a colour bar
+    under each explainer's column says the scale.
 
     Args:
       images: ``(N, H, W, 3)`` in [0, 1], square.
       scores: explainer name -> ``(N, patches)`` patch scores (row-major patch order).
       path: the PNG file to write.
       titles: one line per image (e.g. its label and prediction).
+      kinds: explainer name -> its kind of scores (:data:`KINDS`; inferred when left out).
 
     Raises:
       ValueError: images that are not (N, S, S, 3), or scores of another image count.
     """
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap, Normalize
     from matplotlib.figure import Figure
 
     images = np.asarray(images, np.float64)
@@ -323,21 +424,37 @@ def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
     for name, value in scores.items():
         if len(value) != len(images):
             raise ValueError(f"{name}: {len(value)} rows of scores for {len(images)} images")
+    kinds = _resolved_kinds(scores, kinds, lambda value: value)
     columns = 1 + len(scores)
-    figure = Figure(figsize=(2.0 * columns, 2.1 * len(images)))
-    axes = np.asarray(figure.subplots(len(images), columns, squeeze=False))
+    figure = Figure(figsize=(2.0 * columns, 2.1 * len(images) + 0.9))
+    grid = figure.add_gridspec(len(images) + 1, columns,
+                               height_ratios=[1.0] * len(images) + [0.12])
     for row, image in enumerate(images):
-        axes[row, 0].imshow(image)
-        axes[row, 0].set_title(titles[row] if titles else "input", fontsize="small")
+        axes = figure.add_subplot(grid[row, 0])
+        axes.imshow(image)
+        axes.set_title(titles[row] if titles else "input", fontsize="small")
+        axes.set_axis_off()
         for column, (name, value) in enumerate(scores.items(), start=1):
-            heat = patch_heatmap(value[row], image_size=images.shape[1])
-            axes[row, column].imshow(image.mean(-1), cmap="gray", vmin=0, vmax=1)
-            axes[row, column].imshow(heat, cmap="RdBu_r", vmin=-1, vmax=1, alpha=0.6)
-            axes[row, column].set_title(short_label(name), fontsize="small")
-        for cell in axes[row]:
-            cell.set_xticks([])
-            cell.set_yticks([])
-    figure.tight_layout()
+            axes = figure.add_subplot(grid[row, column])
+            heat = patch_heatmap(drawn_values(value[row], kinds[name]),
+                                 image_size=images.shape[1])
+            # the image faded to light grey, so its brightness does not read as a score
+            axes.imshow(0.55 + 0.45 * image.mean(-1), cmap="gray", vmin=0, vmax=1)
+            axes.imshow(_overlay(heat, kinds[name]))
+            axes.set_title(short_label(name), fontsize="small")
+            axes.set_axis_off()
+    for column, name in enumerate(scores, start=1):
+        attribution = kinds[name] == "attribution"
+        colours = (colormaps["RdBu_r"] if attribution
+                   else ListedColormap(colormaps["Purples"](np.linspace(0.35, 1.0, 256))))
+        bar = figure.colorbar(ScalarMappable(Normalize(-1 if attribution else 0, 1), colours),
+                              cax=figure.add_subplot(grid[-1, column]),
+                              orientation="horizontal")
+        bar.set_label({"attribution": "attribution / max |.|",
+                       "magnitude": "importance / max",
+                       "attention": "attention share / max"}[kinds[name]], fontsize="x-small")
+        bar.ax.tick_params(labelsize="x-small")
+    figure.subplots_adjust(hspace=0.35, bottom=0.08)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
