@@ -59,6 +59,8 @@ test: lint browser
 	$(BIN)/python scripts/test_profile.py $(PROFILE) > $(PROFILE).md
 	@head -1 $(PROFILE).md
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@! grep -rlE ':(func|class|meth|data|attr|mod|exc|math):`' build/site/api || \
+	  (echo "raw reST roles in the built API reference (scripts/griffe_roles.py)"; false)
 
 # The documentation site (docs/, mkdocs.yml) at http://127.0.0.1:8000.
 docs: $(VENV)/.installed-test

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from command_line import command_runtime
 
 from smat.evaluation.simulability import paired_seed_comparison, simulability_table
 from smat.jobs.demo import DEMO_DATA, DEMO_EXPLAINERS, DEMO_TEACHER
@@ -138,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--output-dir", default="runs/demo_search")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    run(args.candidates, output_dir=args.output_dir, progress=not args.no_progress)
+    with command_runtime(parser):
+        run(args.candidates, output_dir=args.output_dir, progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())
 
 

@@ -238,6 +238,32 @@ def _bad_input(case, tmp_path, tiny_teacher, tiny_teacher_args):
         largest.write_bytes(largest.read_bytes()[:100])
         return (["predict", "--model", str(model), str(texts)],
                 f"the checkpoint {model / 'params'} cannot be read")
+    if case in ("damaged finished teacher", "weights not the recorded ones",
+                "moved without its data"):
+        teacher = tmp_path / "teacher"
+        shutil.copytree(tiny_teacher, teacher)
+        model_json = teacher / "model" / "model.json"
+        info = json.loads(model_json.read_text())
+        if case == "damaged finished teacher":  # a rerun must not print the old result
+            largest = max((p for p in (teacher / "model" / "params").rglob("*")
+                           if p.is_file()), key=lambda p: p.stat().st_size)
+            largest.write_bytes(largest.read_bytes()[:100])
+            return (["train-teacher", *tiny_teacher_args, "--output-dir", str(teacher)],
+                    f"the checkpoint {teacher / 'model' / 'params'} cannot be read")
+        if case == "weights not the recorded ones":
+            info["params_fingerprint"] = "0123456789abcdef"
+            model_json.write_text(json.dumps(info))
+            return (["train-student", "--teacher", str(teacher), "--explainers", "none",
+                     "--size", "8", "--output-dir", str(tmp_path / "run")],
+                    "are not the ones its model.json records")
+        gone = tmp_path / "elsewhere" / "reviews.csv"  # the data stayed on another machine
+        info["data"]["source"] = str(gone)
+        info["data_locations"] = {"source": ["../../elsewhere/reviews.csv"]}
+        info.pop("data_fingerprint")
+        model_json.write_text(json.dumps(info))
+        return (["train-student", "--teacher", str(teacher), "--explainers", "none",
+                 "--size", "8", "--output-dir", str(tmp_path / "run")],
+                "neither where it was named nor where it was relative to the model folder")
     assert case == "size beyond the pool"
     return (["simulability", "--teacher", str(tiny_teacher), "--sizes", "8", "100000",
              "--explainers", "none", "--output-dir", str(tmp_path / "run")],
@@ -246,8 +272,8 @@ def _bad_input(case, tmp_path, tiny_teacher, tiny_teacher_args):
 
 @pytest.mark.parametrize("case", [
     "empty csv", "csv not utf-8", "texts not utf-8", "output dir is a file",
-    "truncated parameters",  # (pyproject.toml ignores orbax's un-awaited read coroutines)
-    "size beyond the pool"])
+    "truncated parameters", "damaged finished teacher", "weights not the recorded ones",
+    "moved without its data", "size beyond the pool"])
 def test_bad_input_is_one_line_naming_it_and_leaves_no_run_folder(
         case, tmp_path, tiny_teacher, tiny_teacher_args, capsys):
     argv, expected = _bad_input(case, tmp_path, tiny_teacher, tiny_teacher_args)
@@ -350,10 +376,19 @@ def test_explain_shows_a_progress_bar_over_its_rows(tiny_teacher, tmp_path, caps
     assert "explain:" not in capsys.readouterr().err
 
 
-def test_old_flag_spellings_still_work_for_one_release_with_a_warning(capsys):
-    _, config = cli.parse_command(["train-teacher", "--model", "some/encoder"])
+def test_model_always_names_a_trained_model_folder(capsys):
+    """`train-teacher --model` once meant --encoder; --model names a trained model in every
+    other command, so a teacher refuses it and says which flag it wants."""
+    with pytest.raises(SystemExit) as ended:
+        cli.parse_command(["train-teacher", "--model", "some/encoder"])
+    assert ended.value.code == 2
+    assert ("--model names a model smat trained, everywhere; a teacher starts from a "
+            "pretrained encoder: --encoder") in capsys.readouterr().err
+    _, config = cli.parse_command(["train-teacher", "--encoder", "some/encoder"])
     assert config.model.encoder == "some/encoder"
-    assert "--model is now --encoder" in capsys.readouterr().err
+
+
+def test_old_flag_spellings_still_work_for_one_release_with_a_warning(capsys):
     _, config = cli.parse_command(["train-student", "--teacher", "t", "--explainer", "smat",
                                    "--num-examples", "64"])
     assert (config.explainers, config.size) == ("smat", 64)

@@ -84,13 +84,13 @@ def test_student_sizes_are_nested_and_eval_sets_fixed():
 
 
 def test_student_size_larger_than_pool_names_both_numbers():
-    with pytest.raises(ValueError, match=r"num_examples=2000 .* student pool of 1500 rows"):
+    with pytest.raises(ValueError, match=r"a student size of 2000 .* student pool of 1500 rows"):
         student_split(2000, seed=0, num_examples=2000, student_validation_size=100,
                       student_test_size=400)
     with pytest.raises(ValueError, match="not enough"):
         student_split(100, seed=0, num_examples=1, student_validation_size=50,
                       student_test_size=50)
-    with pytest.raises(ValueError, match="num_examples must be >= 1"):
+    with pytest.raises(ValueError, match="the student size must be >= 1"):
         student_split(100, seed=0, num_examples=0, student_validation_size=5,
                       student_test_size=5)
 
@@ -103,7 +103,7 @@ def test_smat_split_teacher_and_student_are_disjoint():
         2000, 500, 2000)
     _assert_partition([p.teacher_train, p.teacher_validation, p.student.pool,
                        p.student.validation, p.student.test], 10_000)
-    with pytest.raises(ValueError, match=r"num_examples=3000 .* pool of 2500"):
+    with pytest.raises(ValueError, match=r"student size of 3000 .* pool of 2500"):
         smat_split(10_000, seed=4, num_examples=3000, student_validation_size=500,
                    student_test_size=2000)
 

@@ -61,7 +61,7 @@ def test_a_teacher_data_file_changed_since_training_is_refused(tiny_teacher, tmp
     """Students rebuild the teacher's splits from its data files: an edited file would
     give them other rows than the teacher held out, so it is refused, for a model that
     records its data's fingerprint and for one saved before it did (the run's
-    config.json has it); a missing relative path names the current folder."""
+    config.json has it); a file found nowhere is named."""
     import shutil
 
     from smat.jobs.runs import load_run, student_pool_size
@@ -95,8 +95,40 @@ def test_a_teacher_data_file_changed_since_training_is_refused(tiny_teacher, tmp
     (data / "reviews.csv").write_text(original)
     assert student_pool_size(run) == pool
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(FileNotFoundError, match="relative path is read from the current folder"):
+    del info["data_locations"]  # a model saved before they were recorded
+    model_json.write_text(json.dumps(info))
+    with pytest.raises(FileNotFoundError, match="neither where it was named nor where it was "
+                                                "relative to the model folder"):
         load_run(run, num_examples=16)
+
+
+def test_students_find_the_teachers_data_from_any_folder_and_after_a_move(
+        tiny_teacher_args, tmp_path, monkeypatch):
+    """A teacher trained on a relative data path: its students run from another folder,
+    and from anywhere once the project (runs and data together) has moved."""
+    import shutil
+
+    from smat.cli import main
+    from smat.jobs.runs import load_run
+
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    args = list(tiny_teacher_args)
+    source = args.index("--source") + 1
+    shutil.copy(args[source], project / "data" / "reviews.csv")
+    args[source] = "data/reviews.csv"
+    monkeypatch.chdir(project)
+    assert main(["train-teacher", *args, "--output-dir", "runs/teacher"]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert len(load_run(project / "runs" / "teacher", num_examples=16).parts.student_train
+               .labels) == 16
+    moved = tmp_path / "elsewhere" / "project"
+    moved.parent.mkdir()
+    project.rename(moved)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    assert len(load_run(moved / "runs" / "teacher" / "model", num_examples=16)
+               .parts.student_train.labels) == 16
 
 
 def test_every_seed_starts_from_one_student_initialisation_unless_asked(tiny_teacher, tmp_path):

@@ -85,6 +85,10 @@ class _Parser(argparse.ArgumentParser):
             if lists and missing:
                 message += (f" ({lists[-1]} takes every word up to the next flag: put "
                             f"{' and '.join(missing)} before it, or end its list with --)")
+        if message.startswith("unrecognized arguments: --model") and "train-teacher" in getattr(
+                self, "_words", []):
+            message += (" (--model names a model smat trained, everywhere; a teacher starts "
+                        "from a pretrained encoder: --encoder FOLDER_OR_HUB_ID)")
         super().error(message)
 
 

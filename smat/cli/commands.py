@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -188,13 +189,27 @@ class TrainTeacher:
     runtime: Runtime = runtime_field()
 
 
+def say_reused(command: str, folders: Sequence[Path]) -> None:
+    """One line on stderr per finished run a command reuses instead of training it."""
+    for folder in folders:
+        print(f"smat {command}: {folder} is a finished run with these settings: reusing it "
+              "(--overwrite trains it again)", file=sys.stderr)
+
+
+def finished_runs(folders: Sequence[Path]) -> list[Path]:
+    return [folder for folder in folders if (folder / "result.json").is_file()]
+
+
 def train_teacher(config: TrainTeacher) -> int:
     seeds = seeds_from(config.seeds, config.train.loop.seed)
+    reused = ([] if config.overwrite
+              else finished_runs(seed_folders(config.output_dir, seeds)))
     records = run_teacher(data=config.data, train=config.train, seeds=seeds,
                           model=config.model,
                           output_dir=config.output_dir,
                           progress=not config.runtime.no_progress, overwrite=config.overwrite,
                           keep_checkpoints=config.keep_checkpoints)
+    say_reused("train-teacher", reused)
     folders = seed_folders(config.output_dir, seeds)
     summary = [{"seed": seed, "test": r["test"], "train_seconds": r["train_seconds"],
                 "steps": r["steps"], "model": str(folder / "model")}
@@ -240,11 +255,13 @@ def train_student(config: TrainStudent) -> int:
         folders = [base / f"seed{seed}" for seed in seeds]
     else:
         folders = seed_folders(config.output_dir, seeds)
+    reused = [] if config.overwrite else finished_runs(folders)
     records = run_student(config.teacher, config=student, seeds=seeds,
                           num_examples=config.size, output_dir=folders,
                           progress=not config.runtime.no_progress, overwrite=config.overwrite,
                           keep_checkpoints=config.keep_checkpoints,
                           keep_students=config.keep_students)
+    say_reused("train-student", reused)
     keys = ("explainer", "seed", "num_examples", "test", "validation", "steps", "train_seconds")
     summary = [{k: r[k] for k in keys} for r in records]
     print(json.dumps(summary[0] if len(seeds) == 1 else summary, indent=2))

@@ -8,7 +8,8 @@ library (JAX, NumPy, ...) is not one of those checks but a bug, or an input smat
 check yet: it keeps its traceback, followed by one line saying so, and exits with 1. Ctrl-C
 lets a training loop finish and checkpoint its running step
 (:func:`~smat.training.loop.stop_on_interrupt`) and ends with one line saying what is kept,
-exit status 130 (the shell's).
+exit status 130 (the shell's). A warning of smat's prints as one line naming the command,
+not smat's source file.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import contextlib
 import sys
 import traceback
 import types
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -62,6 +64,25 @@ def _raising_module(error: BaseException) -> str:
 
 
 @contextlib.contextmanager
+def _warnings_as_lines(prog: str, folders: Sequence[Path]) -> Iterator[None]:
+    """Inside, a warning smat's code (or code under `folders`) issues prints as one line,
+    ``PROG: warning: MESSAGE``, without the source file and line a user has no use for;
+    other libraries' warnings print as Python prints them."""
+    original = warnings.formatwarning
+
+    def one_line(message, category, filename, lineno, line=None) -> str:
+        if any(Path(filename).resolve().is_relative_to(folder.resolve()) for folder in folders):
+            return f"{prog}: warning: {message}\n"
+        return original(message, category, filename, lineno, line)
+
+    warnings.formatwarning = one_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = original
+
+
+@contextlib.contextmanager
 def reported_failures(prog: str, *, kept: str = "",
                       rewrite: Callable[[str], str] = lambda message: message,
                       code_folders: Sequence[Path] = ()) -> Iterator[None]:
@@ -77,7 +98,7 @@ def reported_failures(prog: str, *, kept: str = "",
         experiment driver's folder).
     """
     try:
-        with stop_on_interrupt():
+        with stop_on_interrupt(), _warnings_as_lines(prog, (SMAT_CODE, *code_folders)):
             yield
     except KeyboardInterrupt:
         # on a line of its own, after any progress bar the interrupt stopped mid-line

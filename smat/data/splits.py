@@ -151,7 +151,7 @@ def train_validation_test_split(
 
 def _student_parts(order: np.ndarray, *, num_examples: int, validation_size: int,
                    test_size: int) -> StudentSplits:
-    num_examples = _check_count("num_examples", num_examples, minimum=1)
+    num_examples = _check_count("the student size", num_examples, minimum=1)
     validation_size = _check_count("student_validation_size", validation_size, minimum=1)
     test_size = _check_count("student_test_size", test_size, minimum=1)
     n = order.shape[0]
@@ -161,9 +161,9 @@ def _student_parts(order: np.ndarray, *, num_examples: int, validation_size: int
                          f"student_validation_size={validation_size} + "
                          f"student_test_size={test_size} and a non-empty pool")
     if num_examples > pool_size:
-        raise ValueError(f"num_examples={num_examples} (student size) is larger than the student "
-                         f"pool of {pool_size} rows ({n} student rows minus {validation_size} "
-                         f"validation and {test_size} test); use num_examples <= {pool_size}")
+        raise ValueError(f"a student size of {num_examples} is larger than the student pool of "
+                         f"{pool_size} rows ({n} student rows minus {validation_size} "
+                         f"validation and {test_size} test); choose a size <= {pool_size}")
     pool = order[:pool_size]
     return StudentSplits(train=pool[:num_examples], validation=order[pool_size:n - test_size],
                          test=order[n - test_size:], pool=pool)
@@ -304,12 +304,12 @@ def students_from_teacher_rows(splits: ProtocolSplits, *, seed: int,
     Raises:
       ValueError: num_examples larger than the teacher's training rows.
     """
-    num_examples = _check_count("num_examples", num_examples, minimum=1)
+    num_examples = _check_count("the student size", num_examples, minimum=1)
     rows = splits.teacher_train
     if num_examples > len(rows):
-        raise ValueError(f"num_examples={num_examples} (student size) is larger than the "
+        raise ValueError(f"a student size of {num_examples} is larger than the "
                          f"{len(rows)} teacher training rows the students' pool is drawn "
-                         f"from; use num_examples <= {len(rows)}")
+                         f"from; choose a size <= {len(rows)}")
     pool = rows[permutation(len(rows), seed=seed)]
     return splits._replace(student=splits.student._replace(train=pool[:num_examples],
                                                            pool=pool))

@@ -8,6 +8,7 @@ work is reused, unfinished training resumes from its last checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -349,6 +350,9 @@ def run_teacher(
         if not keep_checkpoints:
             for i in todo:
                 checkpoint.remove_resume_states(folders[i])
+    for i, folder in enumerate(folders):
+        if i not in todo:  # reused: its weights must still be the ones it was tested with
+            model_store.load(folder / "model")
     return [read_json(folder / "result.json") for folder in folders]
 
 
@@ -479,6 +483,7 @@ def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, mod
     model_store.save(output_dir / "model", model, tokenizer, params=result.params,
                      max_len=data.max_len, label_names=record["label_names"],
                      data=dataclasses.asdict(data), data_fingerprint=data_fingerprint(data),
+                     data_locations=data_locations(data, output_dir / "model"),
                      **normalisation)
     write_json_atomic(output_dir / "result.json", record)
     return record
@@ -684,19 +689,48 @@ def teacher_examples(source: model_store.TrainedModel | str | Path
     return _recorded_examples(*_saved_model_info(source))
 
 
+def data_locations(data: DataConfig, model_dir: Path) -> dict[str, list[str]]:
+    """Each local data file of `data`, as a path relative to the model folder that records
+    it: its students find the file from there wherever they run (a data file given as a
+    relative path is otherwise read from the current folder)."""
+    locations = {}
+    for role in ("source", "student_source"):
+        given = getattr(data, role)
+        paths = [given] if isinstance(given, str) else list(given or ())
+        if paths and all(Path(p).exists() for p in paths):
+            locations[role] = [os.path.relpath(Path(p).resolve(), model_dir.resolve())
+                               for p in paths]
+    return locations
+
+
+def _located(data: DataConfig, info: dict[str, Any], where: str) -> DataConfig:
+    """`data` with each data file that is not where it was named found again relative to
+    the model folder (``model.json``'s "data_locations"), if it is there."""
+    folder = Path(info.get("loaded_from") or Path(where).parent)
+    changes = {}
+    for role, relative in info.get("data_locations", {}).items():
+        given = getattr(data, role)
+        paths = [given] if isinstance(given, str) else list(given)
+        found = [p if Path(p).exists() or not (folder / r).exists() else str(folder / r)
+                 for p, r in zip(paths, relative, strict=True)]
+        if found != paths:
+            changes[role] = found[0] if isinstance(given, str) else tuple(found)
+    return dataclasses.replace(data, **changes)
+
+
 def _recorded_examples(info: dict[str, Any], where: str, run_dir: Path | None
                        ) -> tuple[DataConfig, TextDataset | ImageDataset]:
     """:func:`teacher_examples` from `model.json` facts already read from `where`."""
-    data = _recorded_data_config(info, where)
+    data = _located(_recorded_data_config(info, where), info, where)
     recorded = info.get("data_fingerprint")
     if recorded is None and run_dir is not None and (run_dir / "config.json").is_file():
         recorded = read_json(run_dir / "config.json").get("data_fingerprint")
     try:
         dataset = load_examples(data)
     except FileNotFoundError as error:
-        raise FileNotFoundError(f"{error}; {where} records it as the teacher's data (a relative "
-                                f"path is read from the current folder, {Path.cwd()}: run "
-                                "where the teacher was trained)") from None
+        raise FileNotFoundError(f"{error}; {where} records it as the teacher's data, and it is "
+                                "neither where it was named nor where it was relative to the "
+                                "model folder: put the file back") from None
     now = data_fingerprint(data) or {}
     for role, fingerprint in (recorded or {}).items():
         if now.get(role) != fingerprint:

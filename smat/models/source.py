@@ -26,7 +26,7 @@ class ModelSource:
     """
 
     encoder: str | None = dataclasses.field(default=None, metadata={
-        "shown": "the offline all-MiniLM-L6-v2", "old_flags": ("--model",)})
+        "shown": "the offline all-MiniLM-L6-v2"})
     pooling: str = dataclasses.field(default="scalar_mix", metadata={"choices": POOLINGS})
     num_layers: int | None = dataclasses.field(default=None, metadata={"shown": "all"})
     from_scratch: bool = False

@@ -11,8 +11,10 @@ one is complete. Restoring is exact (bit-for-bit) and can target an abstract pyt
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
+import sys
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -169,6 +171,7 @@ def restore(path: str | Path, *, target: Any = None) -> Restored:
         state_args = ocp.args.StandardRestore(abstract)
     else:
         state_args = ocp.args.StandardRestore()
+    reason = None
     try:
         restored = _checkpointer().restore(path, ocp.args.Composite(
             state=state_args, metadata=ocp.args.JsonRestore()))
@@ -176,10 +179,37 @@ def restore(path: str | Path, *, target: Any = None) -> Restored:
         while error.__cause__ is not None or error.__context__ is not None:
             error = error.__cause__ or error.__context__  # the root says what is wrong
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    if reason is not None:
+        _drop_failed_reads()
         raise ValueError(f"the checkpoint {path} cannot be read, it is damaged or incomplete "
                          f"({reason}); retrain it (rerun the command that wrote it, with "
-                         "--overwrite)") from None
+                         "--overwrite)")
     return Restored(pytree=restored.state, metadata=restored.metadata)
+
+
+def _drop_failed_reads() -> None:
+    """Silence the read coroutines orbax leaves behind when a read fails (and tensorstore's
+    callbacks into orbax's closed event loop): Python would print a traceback for each when
+    it collects them (now or at exit), around the one line that reports the failure. Other
+    unraisable errors still reach the previous hook."""
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_failed_reads", False):
+        return
+
+    def hook(unraisable) -> None:
+        read = getattr(unraisable.object, "__qualname__", "") == _ORBAX_READ
+        # tensorstore finishes the other reads after orbax's event loop has closed
+        closed = (unraisable.exc_type is RuntimeError
+                  and str(unraisable.exc_value) == "Event loop is closed")
+        if not (read or closed):
+            previous(unraisable)
+
+    hook.drops_failed_reads = True
+    sys.unraisablehook = hook
+    gc.collect()
+
+
+_ORBAX_READ = "_read_array_index_and_device_put"
 
 
 def remove_resume_states(run_dir: str | Path) -> int:

@@ -112,8 +112,9 @@ def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
 
     Raises:
       FileNotFoundError: `path` is not a trained-model folder (no model.json).
-      ValueError: an unknown encoder kind, or stored parameters that do not fit the described
-        architecture (the checkpoint error names each key and both shapes).
+      ValueError: an unknown encoder kind, stored parameters that do not fit the described
+        architecture (the checkpoint error names each key and both shapes), or that cannot
+        be read or differ from the weights model.json records (a damaged folder).
     """
     path = Path(path)
     if precision not in functional.PRECISIONS:
@@ -134,13 +135,22 @@ def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
 
     graphdef, abstract = functional.split(nnx.eval_shape(build))
     params, _ = checkpoint.restore(path / "params", target=abstract)
+    recorded = info.get("params_fingerprint")
+    if recorded is not None and params_fingerprint(params) != recorded:
+        raise ValueError(f"the weights in {path / 'params'} are not the ones its model.json "
+                         f"records (fingerprint {params_fingerprint(params)}, recorded "
+                         f"{recorded}): the folder was changed or damaged since it was saved; "
+                         "retrain it (rerun the command that wrote it, with --overwrite)")
     tokenizer = None
     if (path / "tokenizer").is_dir():
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
     params = functional.cast(params, precision)
-    return TrainedModel(nnx.merge(graphdef, params), tokenizer, info)
+    # where it was loaded from, so that files its model.json names relative to its folder
+    # are found wherever the command runs (not written back)
+    return TrainedModel(nnx.merge(graphdef, params), tokenizer,
+                        {**info, "loaded_from": str(path.resolve())})
 
 
 PAIR_SEPARATOR = "\t"

@@ -536,7 +536,8 @@ def train_student(
             evaluate=lambda k, state: simulability(state.student_params, validation),
             metric=primary_metric(task), best_of=_best_of, settings=config.loop,
             seeds=group_seeds, output_dirs=[folders[i] for i in group], progress=progress,
-            desc=f"student[{config.explainer}]", mesh=mesh)
+            desc=f"student {config.explainer} n={len(train.labels)} seeds "
+                 f"{','.join(map(str, group_seeds))}", mesh=mesh)
     return [StudentResult(r.best["student"], r.best["teacher_explainer"], r.best_scores,
                           simulability(r.best["student"], test), r.best_step, r.steps,
                           r.seconds) for r in results]
