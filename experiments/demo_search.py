@@ -10,7 +10,7 @@ setting's median test simulability, the seed pairs SMaT wins against static atte
 static attention against none, and the wall time of each setting's students (5 seeds in one
 vmapped program) and of the teacher.
 
-    python experiments/demo_search.py --candidates ref_l2 ref_l2_outer --output-dir runs/demo_search
+    python experiments/demo_search.py --candidates short_outer100_n64 --output-dir runs/demo_search
 
 Resumable (finished students are reused); writes ``<candidate>/results.json`` and
 ``table.md`` (every candidate run so far) into the output folder.
@@ -42,6 +42,9 @@ SEEDS = (0, 1, 2, 3, 4)
 # every step), stopped on patience within an epoch cap that fits minutes.
 REFERENCE = StudentTrainConfig(loop=LoopConfig(batch_size=32, max_epochs=12, evals_per_epoch=2,
                                                patience=6, parallel_seeds=True))
+# Students of a few epochs (16-32 steps): a larger SGD rate, batch 16, patience 2.
+SHORT = StudentTrainConfig(inner_learning_rate=0.05, loop=LoopConfig(
+    batch_size=16, max_epochs=4, patience=2, parallel_seeds=True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,65 +52,69 @@ class Candidate:
     """One demo configuration: a student setting at one training size."""
 
     student: StudentTrainConfig
-    size: int = 500
+    size: int
 
 
 CANDIDATES = {
-    "ref_l6": Candidate(REFERENCE),
-    "ref_l2": Candidate(dataclasses.replace(REFERENCE, student_layers=2)),
-    "ref_l2_outer": Candidate(dataclasses.replace(REFERENCE, student_layers=2,
-                                                  outer_learning_rate=5e-3)),
-    "ref_l3": Candidate(dataclasses.replace(REFERENCE, student_layers=3)),
-    "sgd05_l2": Candidate(dataclasses.replace(REFERENCE, student_layers=2,
-                                              inner_learning_rate=0.05)),
+    "reference_2layers_n500": Candidate(dataclasses.replace(REFERENCE, student_layers=2), 500),
+    "short_n64": Candidate(SHORT, 64),
+    "short_outer100_n64": Candidate(dataclasses.replace(SHORT, outer_learning_rate=5e-2), 64),
+    "short_outer100_n128": Candidate(dataclasses.replace(SHORT, outer_learning_rate=5e-2),
+                                     128),
 }
+PAIRS = (("smat", "attention_all"), ("attention_all", "none"))
 
 
 def summarise(records: Sequence[dict[str, Any]], seconds: dict[str, float]) -> dict[str, Any]:
-    """Medians, the paired comparisons the demo must show, and the time they took."""
+    """Medians, the paired comparisons the demo must show (of the settings trained so far)
+    and the time they took."""
+    trained = [name for name in DEMO_EXPLAINERS if any(r["explainer"] == name
+                                                        for r in records)]
     medians = {name: float(np.median([100 * r["test"]["accuracy"] for r in records
-                                      if r["explainer"] == name])) for name in DEMO_EXPLAINERS}
-    pairs = {}
-    for candidate, baseline in (("smat", "attention_all"), ("attention_all", "none")):
-        (row,) = paired_seed_comparison(records, candidate=candidate, baseline=baseline)
-        pairs[f"{candidate}_vs_{baseline}"] = {
-            "wins": row["wins"], "models": row["num_models"],
-            "median_difference": 100 * row["median_difference"], "p_value": row["p_value"]}
+                                      if r["explainer"] == name])) for name in trained}
     steps = {name: int(np.median([r["steps"] for r in records if r["explainer"] == name]))
-             for name in DEMO_EXPLAINERS}
-    return {"median": medians, "paired": pairs, "median_steps": steps,
-            "seconds": seconds, "student_seconds": round(sum(seconds.values()), 1),
-            "shows_headline": pairs["smat_vs_attention_all"]["wins"] >= 4
-            and pairs["attention_all_vs_none"]["wins"] >= 3}
+             for name in trained}
+    pairs = {}
+    for candidate, baseline in PAIRS:
+        if candidate in trained and baseline in trained:
+            (row,) = paired_seed_comparison(records, candidate=candidate, baseline=baseline)
+            pairs[f"{candidate}_vs_{baseline}"] = {
+                "wins": row["wins"], "models": row["num_models"],
+                "median_difference": 100 * row["median_difference"],
+                "p_value": row["p_value"]}
+    shows = (len(pairs) == len(PAIRS) and pairs["smat_vs_attention_all"]["wins"] >= 4
+             and pairs["attention_all_vs_none"]["wins"] >= 3)
+    return {"median": medians, "paired": pairs, "median_steps": steps, "seconds": seconds,
+            "student_seconds": round(sum(seconds.values()), 1), "shows_headline": shows}
 
 
 def run(names: Sequence[str], *, output_dir: str | Path, progress: bool = True
         ) -> dict[str, Any]:
-    """Train the demo's teacher (once) and each candidate's students; write the table."""
+    """Train the demo's teacher (once) and each candidate's students, writing each
+    candidate's results after each of its settings; write the table."""
     output_dir = Path(output_dir)
     (teacher,) = run_teacher(data=DEMO_DATA, train=DEMO_TEACHER,
                              output_dir=output_dir / "teacher", progress=progress)
     for name in names:
         candidate = CANDIDATES[name]
         folder = output_dir / name
-        records, seconds = [], {}
+        path = folder / "results.json"
+        # a resumed call times only what it trained: each setting keeps its first timing
+        seconds = read_json(path)["seconds"] if path.is_file() else {}
+        records = []
         for explainer in DEMO_EXPLAINERS:
             start = time.perf_counter()
             records += run_grid(output_dir / "teacher", sizes=[candidate.size],
                                 explainers=[explainer], seeds=SEEDS,
                                 student=candidate.student, output_dir=folder / "students",
                                 progress=progress)
-            seconds[explainer] = round(time.perf_counter() - start, 1)
-        previous = (read_json(folder / "results.json") if (folder / "results.json").is_file()
-                    else {})
-        # a resumed call times only what it trained: keep the first full timing
-        seconds = previous.get("seconds_first_call", seconds)
-        write_json_atomic(folder / "results.json", {
-            "candidate": name, "size": candidate.size,
-            "student": dataclasses.asdict(candidate.student),
-            "teacher_test": teacher["test"], "teacher_seconds": teacher["train_seconds"],
-            "records": records, "table": simulability_table(records),
-            "seconds_first_call": seconds, **summarise(records, seconds)})
+            seconds.setdefault(explainer, round(time.perf_counter() - start, 1))
+            write_json_atomic(path, {
+                "candidate": name, "size": candidate.size,
+                "student": dataclasses.asdict(candidate.student),
+                "teacher_test": teacher["test"], "teacher_seconds": teacher["train_seconds"],
+                "records": records, "table": simulability_table(records),
+                **summarise(records, seconds)})
     return write_table(output_dir)
 
 
@@ -115,20 +122,31 @@ def write_table(output_dir: Path) -> dict[str, Any]:
     """The table of every candidate with results in `output_dir`: time against gap."""
     results = {path.parent.name: read_json(path)
                for path in sorted(output_dir.glob("*/results.json"))}
-    lines = ["| candidate | none | attention_all | smat | SMaT vs static (wins, median) | "
-             "static vs none (wins, median) | steps none / static / SMaT | student "
-             "seconds (5 seeds) |", "|---|---|---|---|---|---|---|---|"]
-    for name, r in results.items():
-        smat, static = r["paired"]["smat_vs_attention_all"], r["paired"]["attention_all_vs_none"]
-        lines.append(
-            f"| {name} | {r['median']['none']:.1f} | {r['median']['attention_all']:.1f} | "
-            f"{r['median']['smat']:.1f} | {smat['wins']}/{smat['models']}, "
-            f"{smat['median_difference']:+.1f} | {static['wins']}/{static['models']}, "
-            f"{static['median_difference']:+.1f} | "
-            + " / ".join(str(r["median_steps"][s]) for s in DEMO_EXPLAINERS)
-            + f" | {r['student_seconds']:.0f} |")
-    (output_dir / "table.md").write_text("\n".join(lines) + "\n")
+    (output_dir / "table.md").write_text(candidates_table(results) + "\n")
     return results
+
+
+def candidates_table(results: dict[str, dict[str, Any]]) -> str:
+    """Markdown: per candidate, the settings' median test simulability, the seed pairs each
+    comparison wins with its median difference, the median steps and the students'
+    seconds (5 seeds in one program each); "–" for a setting not trained."""
+
+    def cell(r: dict[str, Any], key: str) -> str:
+        pair = r["paired"].get(key)
+        return "–" if pair is None else (f"{pair['wins']}/{pair['models']}, "
+                                         f"{pair['median_difference']:+.1f}")
+
+    lines = ["| candidate | n | none | attention_all | smat | SMaT vs static (wins, median) | "
+             "static vs none (wins, median) | steps none / static / SMaT | student seconds "
+             "(5 seeds) |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        medians = " | ".join(f"{r['median'][s]:.1f}" if s in r["median"] else "–"
+                             for s in DEMO_EXPLAINERS)
+        steps = " / ".join(str(r["median_steps"].get(s, "–")) for s in DEMO_EXPLAINERS)
+        lines.append(f"| {name} | {r['size']} | {medians} | "
+                     f"{cell(r, 'smat_vs_attention_all')} | {cell(r, 'attention_all_vs_none')} "
+                     f"| {steps} | {r['student_seconds']:.0f} |")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -6,6 +6,7 @@ reference page is the parser's current help."""
 import argparse
 import importlib
 import importlib.util
+import json
 import re
 import shlex
 from pathlib import Path
@@ -19,7 +20,11 @@ EXECUTED = ("README.md", "docs/tutorial.md", "docs/howto/flax.md")
 
 
 def _blocks(path: Path, language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", path.read_text(), re.S)
+    return _blocks_of(path.read_text(), language)
+
+
+def _blocks_of(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
 
 
 @pytest.mark.parametrize("page", EXECUTED)
@@ -139,3 +144,28 @@ def test_the_api_reference_renders_every_docstring_role():
     written = "Scores, :math:`\\sum_h s^h` of :func:`~smat.explainers.apply`."
     assert roles.RAW_ROLE.search(written)
     assert not roles.RAW_ROLE.search(roles.markdown_of(written, str))
+
+
+def test_the_images_walk_through_runs_as_written(tmp_path, monkeypatch):
+    """The command-line guide's image section on 200 digits: its Python block writes the
+    data and the ViT config, then every command of its shell block runs as written."""
+    pytest.importorskip("sklearn")
+    from smat.cli import main
+
+    guide = (ROOT / "docs" / "command_line.md").read_text()
+    section = guide[guide.index("## Images"):guide.index("## Explanations computed elsewhere")]
+    (python,) = _blocks_of(section, "python")
+    (shell,) = _blocks_of(section, "bash")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(python, "command_line.md (images)", "exec"), {})
+    commands = [shlex.split(line) for line in shell.replace("\\\n", " ").splitlines()
+                if line.strip()]
+    assert [c[:2] for c in commands] == [["smat", "train-teacher"], ["smat", "train-teacher"],
+                                         ["smat", "train-student"], ["smat", "explain"]]
+    for command in commands:
+        assert main([*command[1:], "--no-progress"]) == 0, command
+    records = json.loads((tmp_path / "runs" / "vit_explain" / "explanations.json").read_text())
+    assert len(records) == 200 and len(records[0]["scores"]) == 4
+    assert all(len(scores) == 16 for scores in records[0]["scores"].values())  # 4 x 4 patches
+    assert (tmp_path / "runs" / "vit" / "students" / "n20" / "smat" / "seed1" / "explainer"
+            ).is_dir()

@@ -225,13 +225,29 @@ def _write_page(path: str | Path, heading: str, legend: str, body: Sequence[str]
     return path
 
 
-def _png_data_uri(image: np.ndarray) -> str:
-    """An (H, W, 3) image in [0, 1] as a base64 PNG ``data:`` URI (the page stays one file)."""
+def _png_data_uri(image: np.ndarray, *, alpha: bool = False) -> str:
+    """An (H, W, 3) image in [0, 1] (with `alpha`, (H, W, 4)) as a base64 PNG ``data:`` URI
+    (the page stays one file)."""
     from PIL import Image
 
     buffer = io.BytesIO()
-    Image.fromarray((np.clip(image, 0, 1) * 255).round().astype(np.uint8)).save(buffer, "PNG")
+    Image.fromarray((np.clip(image, 0, 1) * 255).round().astype(np.uint8),
+                    mode="RGBA" if alpha else "RGB").save(buffer, "PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def image_outline(image: np.ndarray, *, upsample: int = 4) -> np.ndarray:
+    """An (H * upsample, W * upsample, 4) RGBA layer: black where the image's luminance
+    crosses halfway between its darkest and brightest, clear elsewhere, so the shape of what
+    is shown reads over any colour."""
+    luminance = np.kron(np.asarray(image, np.float64).mean(-1), np.ones((upsample, upsample)))
+    inside = luminance > (luminance.min() + luminance.max()) / 2
+    edge = np.zeros_like(inside)
+    edge[:-1] |= inside[:-1] != inside[1:]
+    edge[:, :-1] |= inside[:, :-1] != inside[:, 1:]
+    layer = np.zeros((*inside.shape, 4))
+    layer[..., 3] = edge
+    return layer
 
 
 def render_image_html(path: str | Path, images: np.ndarray,
@@ -269,9 +285,10 @@ def render_image_html(path: str | Path, images: np.ndarray,
             raise ValueError(f"scores of {name!r} have shape {shape}, expected "
                              f"({len(images)}, patches) of a square patch grid")
     kinds = _resolved_kinds(explanations, kinds, lambda scores: scores)
-    legend = ("Each image is shown, then each explainer's patch values over it in grey; a "
-              "patch's shade is its value divided by the image's largest absolute value, "
-              "clear is zero (hover for the value drawn)." + _kinds_legend(kinds))
+    legend = ("Each image is shown, then each explainer's patch values with the image's "
+              "outline drawn over them; a patch's shade is its value divided by the image's "
+              "largest absolute value, clear is zero (hover for the value drawn)."
+              + _kinds_legend(kinds))
     box = (f"position: relative; display: inline-block; width: {size_px}px; "
            f"height: {size_px}px; margin: 0 0.8em 2em 0")
     parts = []
@@ -279,8 +296,12 @@ def render_image_html(path: str | Path, images: np.ndarray,
         uri = _png_data_uri(image)
         style = "width: 100%; height: 100%; image-rendering: pixelated"
         picture = f"<img src='{uri}' alt='image {b}' style='{style}'>"
-        # under the overlays in grey, as the PNG grid shows them, so the shades read clearly
-        grey = f"<img src='{uri}' alt='image {b}' style='{style}; filter: grayscale(1)'>"
+        # over the cells, the image's outline, as the PNG grid draws it: the shades are the
+        # values alone, and the image stays readable under any of them
+        outline_style = "position: absolute; inset: 0; width: 100%; height: 100%; " \
+                        "image-rendering: pixelated"
+        outline = (f"<img src='{_png_data_uri(image_outline(image), alpha=True)}' "
+                   f"alt='outline of image {b}' style='{outline_style}'>")
         cells = [f"<figure style='{box}'>{picture}<figcaption>input</figcaption></figure>"]
         for name, scores in explanations.items():
             row = drawn_values(scores[b], kinds[name])
@@ -289,7 +310,7 @@ def render_image_html(path: str | Path, images: np.ndarray,
                               for style in _shaded(row, kinds[name], opacity=0.75))
             overlay = (f"<div style='position: absolute; inset: 0; display: grid; "
                        f"grid-template-columns: repeat({grid}, 1fr)'>{patches}</div>")
-            cells.append(f"<figure style='{box}'>{grey}{overlay}"
+            cells.append(f"<figure style='{box}'>{overlay}{outline}"
                          f"<figcaption>{html.escape(name)}</figcaption></figure>")
         title = f"<div class='meta'>{html.escape(titles[b])}</div>" if titles else ""
         parts.append(f"<div class='example'>{title}{''.join(cells)}</div>")
@@ -398,10 +419,10 @@ def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
                         path: str | Path, *, titles: Sequence[str] | None = None,
                         kinds: Mapping[str, str] | None = None) -> Path:
     """A PNG grid of image explanations: one row per image (the image, then each
-    explainer's patch values over a faded grey copy of it), coloured on the scale of the
-    explainer's kind as the HTML page colours tokens (attention as its distribution over
-    the patches), opaque where the value is large and clear where it is zero; a colour bar
-    under each explainer's column says the scale.
+    explainer's patch values with the image's outline drawn over them), coloured on the
+    scale of the explainer's kind as the HTML page colours tokens (attention as its
+    distribution over the patches), opaque where the value is large and clear where it is
+    zero; a colour bar under each explainer's column says the scale.
 
     Args:
       images: ``(N, H, W, 3)`` in [0, 1], square.
@@ -426,7 +447,7 @@ def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
             raise ValueError(f"{name}: {len(value)} rows of scores for {len(images)} images")
     kinds = _resolved_kinds(scores, kinds, lambda value: value)
     columns = 1 + len(scores)
-    figure = Figure(figsize=(2.0 * columns, 2.1 * len(images) + 0.9))
+    figure = Figure(figsize=(2.0 * columns, 2.1 * len(images) + 0.9), layout="constrained")
     grid = figure.add_gridspec(len(images) + 1, columns,
                                height_ratios=[1.0] * len(images) + [0.12])
     for row, image in enumerate(images):
@@ -438,9 +459,12 @@ def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
             axes = figure.add_subplot(grid[row, column])
             heat = patch_heatmap(drawn_values(value[row], kinds[name]),
                                  image_size=images.shape[1])
-            # the image faded to light grey, so its brightness does not read as a score
-            axes.imshow(0.55 + 0.45 * image.mean(-1), cmap="gray", vmin=0, vmax=1)
+            # the values on white, the image as its outline on top: its brightness is not
+            # mixed into the colours, and it stays readable under any value
             axes.imshow(_overlay(heat, kinds[name]))
+            luminance = image.mean(-1)
+            axes.contour(luminance, levels=[(luminance.min() + luminance.max()) / 2],
+                         colors="black", linewidths=0.8)
             axes.set_title(short_label(name), fontsize="small")
             axes.set_axis_off()
     for column, name in enumerate(scores, start=1):
@@ -454,7 +478,6 @@ def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
                        "magnitude": "importance / max",
                        "attention": "attention share / max"}[kinds[name]], fontsize="x-small")
         bar.ax.tick_params(labelsize="x-small")
-    figure.subplots_adjust(hspace=0.35, bottom=0.08)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=100)
