@@ -120,7 +120,14 @@ def test_teacher_student_explain_predict(tiny_teacher_args, tmp_path, capsys):
     assert [e["text"] for e in explained] == ["a great film", "boring and slow"]
     assert explained[0]["tokens"] == ["a", "great", "film"]
     assert set(explained[0]["scores"]) == {"gradient", "attention_all", str(explainer_dir)}
-    assert "great" in (out / "explanations.html").read_text()
+    page = (out / "explanations.html").read_text()
+    assert "great" in page
+    # each explainer is drawn as its kind says: attention (static and learned) as a share of
+    # the mass in purple, never blue; the legend names the scale of each
+    legend = page.split("class='legend'>")[1].split("</div><div class='example'")[0]
+    assert f"<b>attention_all, {explainer_dir}</b>: attention distribution" in legend
+    assert "<b>gradient</b>: importance" in legend
+    assert "rgba(40, 90, 200" not in page.split("class='example'", 1)[1]
     texts.write_text("a great film\nboring and slow\n")
     # --precision reaches the model the command loads (explain_data checks they match)
     assert main(["explain", "--model", str(teacher / "model"), "--explainers",
