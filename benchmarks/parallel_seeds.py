@@ -1,4 +1,4 @@
-"""Seeds with vmap and batches sharded over devices: the teacher step, timed (DESIGN 7).
+"""Seeds with vmap and batches sharded over devices: the teacher step, timed (design §8).
 
 Two measurements in one process on the host CPU, split into 8 devices with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (set here before JAX is imported):

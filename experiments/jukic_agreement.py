@@ -15,7 +15,7 @@ The paper's findings this file checks (``../shared/papers/jukic2022_saliency_agr
 
 Setting: SST-2 (GLUE ``train.tsv``, phrases and sentences) from ``--data-dir``; the offline
 all-MiniLM-L6-v2 encoder in place of DistilBERT (not available offline); the SMaT protocol
-split (DESIGN 6) gives the teacher its training / validation rows and a held-out test part.
+split (design §7) gives the teacher its training / validation rows and a held-out test part.
 The methods are the paper's four (DeepLift, DeepLiftShap, GradientShap, Integrated
 Gradients, ``smat.registry``) for Tables 2 and 4, and those plus gradient, input x gradient
 and the two attention explainers for the pairwise matrix (Table 1 layout). The

@@ -13,7 +13,7 @@ Three variants (``get_config``):
   ``--data-dir``'s IMDB test split (10% of that half for its early stopping; the train
   split is not in ``../shared/data``), the student pool, validation (1,250) and test
   (2,500) are carved from the other half; max length 256, the authors' student settings
-  (DESIGN 4: SGD 5e-3, patience 10, batch 32, meta update every step) and IG with 10 steps
+  (design §5: SGD 5e-3, patience 10, batch 32, meta update every step) and IG with 10 steps
   as in the paper's appendix. The encoder is all-MiniLM-L6-v2 (6 x 12 heads), not
   ELECTRA-small (12 x 4), which is not available offline.
 - ``gpu`` (one H100/H200 within a 15-minute lease, not yet run): the paper variant's data

@@ -1,4 +1,4 @@
-"""Data parallelism over devices (DESIGN 7): a 1-D device mesh, batch sharding, multi-host.
+"""Data parallelism over devices (design §8): a 1-D device mesh, batch sharding, multi-host.
 
 Training and evaluation run SPMD: every batch is split along its example axis over the
 ``"data"`` axis of a :class:`jax.sharding.Mesh` (``NamedSharding(mesh, P("data"))``), the

@@ -169,3 +169,22 @@ def test_the_images_walk_through_runs_as_written(tmp_path, monkeypatch):
     assert all(len(scores) == 16 for scores in records[0]["scores"].values())  # 4 x 4 patches
     assert (tmp_path / "runs" / "vit" / "students" / "n20" / "smat" / "seed1" / "explainer"
             ).is_dir()
+
+
+def test_every_design_reference_names_a_section_of_the_design_page():
+    """Docstrings cite the project's own contracts as "design §N"; each N must be a section
+    of docs/design.md, and nothing cites a design document the project does not ship."""
+    sections = set(re.findall(r"^## (\d+)\. ", (ROOT / "docs" / "design.md").read_text(),
+                              re.M))
+    cited, outside = {}, []
+    for path in [*ROOT.glob("smat/**/*.py"), *ROOT.glob("baselines/**/*.py"),
+                 *ROOT.glob("experiments/*.py"), *ROOT.glob("benchmarks/*.py"),
+                 *ROOT.glob("scripts/*.py"), *ROOT.glob("tests/*.py"), ROOT / "Makefile",
+                 *ROOT.glob("smat/**/*.md")]:
+        text = path.read_text()
+        for number in re.findall(r"design §(\d+)", text):
+            cited.setdefault(number, []).append(path.name)
+        if re.search(r"DESIGN(?:\.md)? ?§?\d", text):
+            outside.append(path.name)
+    assert cited and set(cited) <= sections, {n: cited[n] for n in set(cited) - sections}
+    assert not outside, outside

@@ -1,4 +1,4 @@
-"""Sharded and vmapped paths equal the single-device, one-seed ones (DESIGN 7).
+"""Sharded and vmapped paths equal the single-device, one-seed ones (design §8).
 
 Run in their own pytest invocation with 8 host devices (see the Makefile's `test` target):
 

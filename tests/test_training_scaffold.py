@@ -158,7 +158,7 @@ def test_config_validation(kwargs, error, match):
 
 def test_config_defaults_follow_design():
     c = ScaffoldConfig()
-    assert c.hypergradient == "reverse"  # nested jax.grad (DESIGN 4)
+    assert c.hypergradient == "reverse"  # nested jax.grad (design §5)
     assert (c.inner_learning_rate, c.inner_weight_decay, c.inner_clip_norm) == (5e-3, 0.01, 5.0)
     assert (c.outer_learning_rate, c.outer_clip_norm, c.meta_interval) == (5e-4, 5.0, 1)
 

@@ -3,7 +3,7 @@
 Metrics are pure, batched, jitted JAX functions over ``(batch, seq)`` arrays;
 instances where a metric is undefined are excluded through a validity mask and
 counted, never turned into NaN. Summary statistics and significance tests run on
-the host (``statistics``). See DESIGN §5 for the definitions.
+the host (``statistics``). See design §6 for the definitions.
 """
 
 from smat.evaluation._common import PerInstance as PerInstance

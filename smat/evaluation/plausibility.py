@@ -7,7 +7,7 @@ tokens (DeYoung et al., 2020, §4); GTOverlap and MeanRank (Oxford thesis,
 
 Every function takes ``(batch, n)`` arrays over *units* — sub-word tokens, or
 words after :func:`word_level_scores` (a word's score is the sum of its
-sub-word scores, DESIGN §5) — plus a ``mask`` of the units to consider. All are
+sub-word scores, design §6) — plus a ``mask`` of the units to consider. All are
 batched and jitted; pairwise metrics are exact O(n^2) per example, chunked over
 examples by ``batch_size``. Examples where a metric is undefined are excluded
 and counted (:class:`~smat.evaluation.PerInstance` ``valid``), never NaN.
@@ -176,7 +176,7 @@ def average_precision(
     Note:
         ERASER's AUPRC integrates the precision-recall curve with the trapezoid
         rule (``sklearn.metrics.auc``), which is optimistic; this is the step
-        definition requested by DESIGN §5.
+        definition requested by design §6.
 
     Args:
         scores: ``(batch, n)`` float saliency.
@@ -438,7 +438,7 @@ def word_level_scores(
     *,
     num_words: int,
 ) -> tuple[Float[Array, "batch words"], Bool[Array, "batch words"]]:
-    """Word scores as the sum of their sub-word token scores (DESIGN §5).
+    """Word scores as the sum of their sub-word token scores (design §6).
 
     .. math:: w_{b,j} = \\sum_{t:\\ \\mathrm{word\\_ids}_{b,t} = j} s_{b,t}
 

@@ -1,7 +1,7 @@
 """Explainer protocol: the ``Saliency`` result, ``to_distribution`` and token reductions.
 
 An explainer maps a batch to a :class:`Saliency` — one score per input position
-(token or image patch) plus the mask of real positions (DESIGN 3.2). Static
+(token or image patch) plus the mask of real positions (design §2). Static
 explainers are plain functions; learned explainers are ``init``/``apply`` pairs
 over a parameter pytree (see :class:`AbstractLearnedExplainer`).
 """
@@ -164,7 +164,7 @@ class AbstractLearnedExplainer(abc.ABC):
 
     Implementations bind a frozen config and delegate to pure module-level
     functions, so ``apply`` can be jitted and differentiated w.r.t. ``params``
-    (the SMaT outer step differentiates through it, DESIGN 4).
+    (the SMaT outer step differentiates through it, design §5).
     """
 
     @abc.abstractmethod

@@ -2,7 +2,7 @@
 
 The jobs behind ``smat faithfulness``, ``smat agreement`` and ``smat plausibility``: explain
 a data set with :func:`smat.jobs.explain.explain_data` (one jitted call per batch and explainer),
-then run the batched metrics of this package and summarise them per explainer (DESIGN 5).
+then run the batched metrics of this package and summarise them per explainer (design §6).
 
 * faithfulness: ERASER comprehensiveness / sufficiency (:mod:`.faithfulness`), mean with a
   bootstrap 95% CI over examples;
@@ -457,7 +457,7 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
                         top_k: int | None = None, segment: int = 0) -> dict[str, Any]:
     """Agreement of explanations with human rationales, at the word level.
 
-    Token scores become word scores by summing each word's sub-word scores (DESIGN 5); per
+    Token scores become word scores by summing each word's sub-word scores (design §6); per
     example, ROC-AUC and average precision compare them with the rationale words (examples
     whose words are all or none rationale are skipped and counted), and token F1 / IOU F1
     (threshold 0.5) score the top-k words, k = the mean rationale length in words (ERASER's

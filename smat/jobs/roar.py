@@ -1,6 +1,6 @@
 """ROAR / Recursive ROAR runs: retrain a model per (explainer, seed, ratio), cached on disk.
 
-The procedure of Madsen et al. (2022, §3, DESIGN 5), top to bottom:
+The procedure of Madsen et al. (2022, §3, design §6), top to bottom:
 
 1. per seed, the 0% model (unmasked data) and the 100% model (every maskable token masked)
    are trained once and shared by all explainers, ROAR and Recursive ROAR alike;

@@ -73,7 +73,7 @@ from smat.training.teacher import (
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DataConfig:
-    """Where the examples come from and how they are split (SMaT protocol, DESIGN 6).
+    """Where the examples come from and how they are split (SMaT protocol, design §7).
 
     Attributes:
       source: a built-in corpus name ("movie-snippets"), local data file(s) or a Hub id;

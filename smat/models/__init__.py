@@ -1,4 +1,4 @@
-"""Flax NNX encoders that expose what explainers need (DESIGN 3.1).
+"""Flax NNX encoders that expose what explainers need (design §1).
 
 Text (BERT / MiniLM, ELECTRA, RoBERTa / XLM-R) and ViT encoders returning hidden states,
 pre-softmax attention logits and the embeddings gradient explainers differentiate;

@@ -41,7 +41,7 @@ _INIT_STDDEV = 0.02  # HF ``initializer_range`` default
 
 
 class EncoderOutput(NamedTuple):
-    """What one encoder forward returns (DESIGN 3.1).
+    """What one encoder forward returns (design §1).
 
     Attributes:
       last_hidden_state: (B, T, D) final token representations.

@@ -12,7 +12,7 @@ embedding block:
 
 The transformer layers are post-LN (Vaswani et al., 2017; Devlin et al., 2019),
 stored stacked along a leading layer axis and run with ``jax.lax.scan``. Every
-forward exposes what the explainers need (DESIGN 3.1): all hidden states, the
+forward exposes what the explainers need (design §1): all hidden states, the
 pre-softmax attention logits ``q.k / sqrt(d_head)`` *before* the padding bias,
 optionally only their query-pooled rows (memory-light at T=512), the word
 embeddings (``inputs_embeds``) and the embedding-layer output

@@ -73,7 +73,7 @@ class TeacherOutput(NamedTuple):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScaffoldConfig:
-    """Hyperparameters of the SMaT step (defaults: DESIGN 4, from the authors' code).
+    """Hyperparameters of the SMaT step (defaults: design §5, from the authors' code).
 
     Attributes:
       task: "classification" (L_sim = CE against the teacher's argmax) or "regression" (MSE).

@@ -1,7 +1,7 @@
 """Student training: a student learns to simulate a fixed teacher, with or without explanations.
 
 The teacher is fixed, so everything it contributes is computed once per example and cached
-next to the student's inputs (DESIGN 4): its logits (the targets of L_sim), its query-pooled
+next to the student's inputs (design §5): its logits (the targets of L_sim), its query-pooled
 attention logits (the input of a learned SMaT or static attention explainer) or its static
 gradient explanation scores. The jitted :data:`smat.training.scaffold.scaffold_step` then reads the
 cache instead of re-running the teacher (``benchmarks/meta_step.py`` measures the saving).
@@ -58,7 +58,7 @@ outer loss (its inner steps train on the rest)."""
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StudentTrainConfig:
-    """How one student is trained (DESIGN 4 defaults).
+    """How one student is trained (design §5 defaults).
 
     Attributes:
       explainer: the teacher-explainer setting, one of
@@ -324,7 +324,7 @@ def _as_batch(rows: StudentRows) -> dict[str, np.ndarray]:
 def explainer_configs(setting: str, *, num_layers: int, num_heads: int, normalizer: str
                       ) -> tuple[attention.AttentionExplainerConfig,
                                  attention.AttentionExplainerConfig]:
-    """(SMaT teacher, student) attention-explainer configs of a setting (DESIGN 4).
+    """(SMaT teacher, student) attention-explainer configs of a setting (design §5).
 
     The student explainer covers the student's last layer when the teacher explainer is
     "attention_last", all its layers otherwise; the SMaT teacher explainer covers all the

@@ -5,7 +5,7 @@ epochs of batches with periodic validation, best-model checkpoint, JSON-lines me
 resumable "last" checkpoint. A run killed at any point resumes from its last evaluation and
 sees exactly the batches it would have seen (the batch order is a function of seed and epoch).
 
-Reference defaults (DESIGN 4, from the SMaT authors' code): AdamW lr 5e-5, 500 warmup steps
+Reference defaults (design §5, from the SMaT authors' code): AdamW lr 5e-5, 500 warmup steps
 then a constant rate, global-norm clipping at 1.0, early stopping on the validation metric.
 A linear decay to 0 after the warmup is a setting (the demo and ROAR presets use it).
 """
