@@ -10,10 +10,10 @@ def test_render_html_shades_tokens_and_hides_special(tmp_path):
     page = render_html(tmp_path / "p.html", tokens, {"a": np.array([[9.0, 2.0, 0.5, 9.0]])},
                        show=show, titles=["t & u"]).read_text()
     assert "[CLS]" not in page and "&lt;b&gt;" in page and "t &amp; u" in page
-    # undeclared non-negative scores: a magnitude, sequential purple from zero, the row's
+    # undeclared non-negative scores: a magnitude, sequential orange from zero, the row's
     # largest fully coloured, the rest in proportion
-    assert "title='2' style='background: rgba(118, 42, 131, 1.000)'>good" in page
-    assert "title='0.5' style='background: rgba(118, 42, 131, 0.250)'>&lt;b&gt;" in page
+    assert "title='2' style='background: rgba(204, 102, 0, 1.000)'>good" in page
+    assert "title='0.5' style='background: rgba(204, 102, 0, 0.250)'>&lt;b&gt;" in page
     assert "<b>a</b>: importance, sequential from zero" in page
 
 
@@ -57,7 +57,7 @@ def test_word_pieces_merge_into_words_with_summed_scores(tmp_path):
     show = np.array([[False, True, True, True, True, False]])
     scores = np.array([[0.0, 0.25, 0.5, 0.1, 1.0, 0.0]])
     page = render_html(tmp_path / "w.html", tokens, {"a": scores}, show=show).read_text()
-    assert "title='0.75' style='background: rgba(118, 42, 131, 0.750)'>specter" in page
+    assert "title='0.75' style='background: rgba(204, 102, 0, 0.750)'>specter" in page
     assert "##ter" not in page
     pieces = render_html(tmp_path / "p.html", tokens, {"a": scores}, show=show,
                          word_pieces=True).read_text()
@@ -139,8 +139,8 @@ def test_render_image_html_overlays_one_cell_per_patch_and_checks_shapes(tmp_pat
     assert page.count("class='patch'") == 2 * 2 * 4
     assert "repeat(2, 1fr)" in page  # a 2 x 2 grid of patches
     # shades relative to each image's largest absolute score; blue below zero
-    assert "title='1' style='background: rgba(118, 42, 131, 0.750)'" in page
-    assert "title='0.25' style='background: rgba(118, 42, 131, 0.188)'" in page
+    assert "title='1' style='background: rgba(204, 102, 0, 0.750)'" in page
+    assert "title='0.25' style='background: rgba(204, 102, 0, 0.188)'" in page
     assert "title='-1' style='background: rgba(40, 90, 200, 0.750)'" in page
     assert "<b>gradient</b>: importance" in page and "<b>input_x_gradient</b>: signed" in page
     assert "&lt;second&gt;" in page and "<second>" not in page

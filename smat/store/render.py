@@ -35,12 +35,14 @@ span.tok { padding: 1px 2px; margin: 1px; border-radius: 3px; display: inline-bl
 figure { text-align: center; font-size: 0.85em; vertical-align: top; margin-bottom: 2em; }
 figcaption { position: absolute; top: 100%; width: 100%; }
 """
-_POSITIVE, _NEGATIVE, _MASS = (220, 50, 32), (40, 90, 200), (118, 42, 131)
+_POSITIVE, _NEGATIVE = (220, 50, 32), (40, 90, 200)
+_SEQUENTIAL = {"magnitude": (204, 102, 0), "attention": (118, 42, 131)}  # orange, purple
+_SEQUENTIAL_MAPS = {"magnitude": "Oranges", "attention": "Purples"}  # the PNG's
 
 KINDS = {
     "attribution": "signed attribution, diverging around zero: red for, blue against the "
                    "prediction",
-    "magnitude": "importance, sequential from zero (purple)",
+    "magnitude": "importance, sequential from zero (orange)",
     "attention": "attention distribution: each word's share of the mass (the softmax of the "
                  "pooled attention logits over the words shown), sequential from zero "
                  "(purple)",
@@ -67,12 +69,13 @@ def drawn_values(values: np.ndarray, kind: str) -> np.ndarray:
 def _shaded(values: np.ndarray, kind: str, opacity: float = 1.0) -> list[str]:
     """Each value's hover title and background, shaded by the value over the row's
     largest absolute value (`opacity` at the largest): red above zero and blue below for
-    an attribution, purple from zero for a magnitude or an attention distribution."""
+    an attribution, orange from zero for a magnitude, purple from zero for an attention
+    distribution."""
     scale = max(float(np.abs(values).max(initial=0.0)), 1e-12)
 
     def colour(value: float) -> tuple[int, int, int]:
         if kind != "attribution":
-            return _MASS
+            return _SEQUENTIAL[kind]
         return _POSITIVE if value >= 0 else _NEGATIVE
 
     return [f"title='{value:.4g}' style='background: rgba("
@@ -88,7 +91,7 @@ def _kinds_legend(kinds: Mapping[str, str]) -> str:
         if not names:
             continue
         swatches = (_swatch(_POSITIVE, 0.8, "for") + " " + _swatch(_NEGATIVE, 0.8, "against")
-                    if kind == "attribution" else _swatch(_MASS, 0.8, "high"))
+                    if kind == "attribution" else _swatch(_SEQUENTIAL[kind], 0.8, "high"))
         lines.append(f"<div>{swatches} <b>{', '.join(names)}</b>: {description}.</div>")
     return "".join(lines)
 
@@ -410,7 +413,7 @@ def _overlay(heat: np.ndarray, kind: str) -> np.ndarray:
     if kind == "attribution":
         rgba = colormaps["RdBu_r"]((heat + 1) / 2)
     else:
-        rgba = colormaps["Purples"](0.35 + 0.65 * np.clip(heat, 0, 1))
+        rgba = colormaps[_SEQUENTIAL_MAPS[kind]](0.35 + 0.65 * np.clip(heat, 0, 1))
     rgba[..., 3] = 0.85 * np.abs(heat)
     return rgba
 
@@ -470,7 +473,8 @@ def plot_patch_saliency(images: np.ndarray, scores: Mapping[str, np.ndarray],
     for column, name in enumerate(scores, start=1):
         attribution = kinds[name] == "attribution"
         colours = (colormaps["RdBu_r"] if attribution
-                   else ListedColormap(colormaps["Purples"](np.linspace(0.35, 1.0, 256))))
+                   else ListedColormap(colormaps[_SEQUENTIAL_MAPS[kinds[name]]](
+                       np.linspace(0.35, 1.0, 256))))
         bar = figure.colorbar(ScalarMappable(Normalize(-1 if attribution else 0, 1), colours),
                               cax=figure.add_subplot(grid[-1, column]),
                               orientation="horizontal")
