@@ -39,13 +39,13 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float, Int
 
-from baselines.gradients import (
+from baselines._common import (
     Attribution,
-    _baseline_like,
-    _check_inputs,
-    _check_reduction,
-    _resolve_target,
-    _target_outputs,
+    baseline_like,
+    check_inputs,
+    check_reduction,
+    resolve_target,
+    target_outputs,
 )
 from smat.explainers.base import reduce_tokens
 
@@ -116,14 +116,14 @@ def _deeplift_attributions(forward, x, args, reference, target, *, multiply_by_i
     paired_args = tuple(_pair(jnp.asarray(a)) for a in args)
     paired_target = _pair(target)
     multipliers = jax.grad(lambda rows: jnp.sum(
-        _target_outputs(forward, rows, paired_args, paired_target)))(
+        target_outputs(forward, rows, paired_args, paired_target)))(
         jnp.concatenate([x, reference]))[: x.shape[0]]
     return (x - reference) * multipliers if multiply_by_inputs else multipliers
 
 
 def _delta(forward, x, args, reference, target, attributions):
-    gap = (_target_outputs(forward, x, args, target)
-           - _target_outputs(forward, reference, args, target))  # (B,)
+    gap = (target_outputs(forward, x, args, target)
+           - target_outputs(forward, reference, args, target))  # (B,)
     return jnp.sum(attributions.reshape(x.shape[0], -1), axis=-1) - gap
 
 
@@ -195,10 +195,10 @@ def deeplift(
       Differences <https://arxiv.org/abs/1704.02685>`_, 2017, §3.5.2 (rescale rule).
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
-    reference = _baseline_like(baselines, x)
-    target = _resolve_target(f, x, (mask,), target)
+    check_inputs(x, mask)
+    check_reduction(reduction)
+    reference = baseline_like(baselines, x)
+    target = resolve_target(f, x, (mask,), target)
     with jax.named_scope("deeplift"):
         attr = _deeplift_attributions(f, x, (mask,), reference, target,
                                       multiply_by_inputs=multiply_by_inputs)
@@ -247,11 +247,11 @@ def deeplift_shap(
         inputs, target or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     references = jnp.asarray(baselines, x.dtype)
     _check_references(references, x)
-    target = _resolve_target(f, x, (mask,), target)
+    target = resolve_target(f, x, (mask,), target)
     attr, delta = _deeplift_shap_attributions(
         f, x, (mask,), references, target, multiply_by_inputs=multiply_by_inputs,
         return_convergence_delta=return_convergence_delta)

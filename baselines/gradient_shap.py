@@ -24,12 +24,12 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float, Int
 
-from baselines.gradients import (
+from baselines._common import (
     Attribution,
-    _check_inputs,
-    _check_reduction,
-    _resolve_target,
-    _target_gradient,
+    check_inputs,
+    check_reduction,
+    resolve_target,
+    target_gradient,
 )
 from smat.explainers.base import reduce_tokens
 
@@ -73,8 +73,8 @@ def gradient_shap(
       target or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     if not isinstance(n_samples, int) or n_samples < 1:
         raise ValueError(f"n_samples must be an int >= 1; got {n_samples!r}.")
     if not stdevs >= 0:
@@ -106,14 +106,14 @@ def gradient_shap(
                          f"{(n_samples, *x.shape)}; got {indices.shape}, {alphas.shape}, "
                          f"{noise.shape}.")
     args = (mask,)
-    target = _resolve_target(f, x, args, target)
+    target = resolve_target(f, x, args, target)
 
     def sample(total, draw):
         index, alpha, eps = draw
         noisy = x + stdevs * eps
         start = baselines[index]  # (B, T, E)
         point = start + alpha.astype(x.dtype)[:, None, None] * (noisy - start)
-        return total + _target_gradient(f, point, args, target) * (noisy - start), None
+        return total + target_gradient(f, point, args, target) * (noisy - start), None
 
     with jax.named_scope("gradient_shap"):
         total, _ = jax.lax.scan(sample, jnp.zeros_like(x),

@@ -20,9 +20,7 @@ Note:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +28,16 @@ import numpy as np
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float, Int
 
-from smat.explainers.base import REDUCTIONS, Saliency, reduce_tokens
+from baselines._common import (
+    Attribution,
+    baseline_like,
+    check_inputs,
+    check_reduction,
+    resolve_target,
+    target_gradient,
+    target_outputs,
+)
+from smat.explainers.base import reduce_tokens
 
 __all__ = [
     "METHODS",
@@ -49,33 +56,6 @@ METHODS = (
     "gausslegendre",
 )
 """Quadrature methods of :func:`integrated_gradients` (Captum's names)."""
-
-Forward = Callable[..., jax.Array]
-
-
-@jax.tree_util.register_dataclass
-@dataclass(frozen=True)
-class Attribution:
-    """Result of a gradient explainer.
-
-    Attributes:
-      attributions: ``(B, T, E)`` per-dimension attributions (Captum's return value).
-      saliency: per-token :class:`~smat.explainers.Saliency` after ``reduction``.
-      delta: ``(B,)`` convergence delta :math:`\\sum a - (F(x) - F(x'))` (IG with
-        ``return_convergence_delta=True``), else ``None``.
-      reduction: name of the token reduction (static pytree metadata), see
-        :data:`smat.explainers.REDUCTIONS`.
-    """
-
-    attributions: Float[Array, "batch seq dim"]
-    saliency: Saliency
-    delta: Float[Array, " batch"] | None
-    reduction: str = field(default="sum", metadata={"static": True})
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.reduction, str):
-            raise TypeError(f"Attribution.reduction must be a str; got {self.reduction!r}.")
-
 
 # ------------------------------------------------------------------ quadrature
 
@@ -147,91 +127,17 @@ def quadrature(method: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
     return _torch_linspace_f32(start, end, n).astype(np.float64), weights
 
 
-# ------------------------------------------------------------------ shared pieces
-
-
-def _outputs_2d(outputs: jax.Array) -> jax.Array:
-    if outputs.ndim == 1:
-        return outputs[:, None]
-    if outputs.ndim != 2:
-        raise ValueError(
-            f"The forward function must return (B, C) outputs (or (B,)); got shape "
-            f"{outputs.shape}."
-        )
-    return outputs
-
-
-def _resolve_target(
-    forward: Forward, x: jax.Array, args: Sequence[Any], target: ArrayLike | None
-) -> jax.Array:
-    """``(B,)`` int32 target indices: given (scalar or per example) or the predicted class."""
-    batch = x.shape[0]
-    if target is None:
-        outputs = _outputs_2d(forward(x, *args))
-        return jnp.argmax(outputs, axis=-1).astype(jnp.int32)
-    if isinstance(target, int | np.integer) and target < 0:
-        raise ValueError(f"target must be a nonnegative output index; got {target}.")
-    target = jnp.asarray(target)
-    if not jnp.issubdtype(target.dtype, jnp.integer):
-        raise TypeError(f"target must hold integers; got dtype {target.dtype}.")
-    if target.ndim == 0:
-        return jnp.broadcast_to(target, (batch,)).astype(jnp.int32)
-    if target.shape != (batch,):
-        raise ValueError(f"target must be a scalar or have shape ({batch},); got {target.shape}.")
-    return target.astype(jnp.int32)
-
-
-def _target_outputs(forward: Forward, x: jax.Array, args: Sequence[Any], target: jax.Array):
-    outputs = _outputs_2d(forward(x, *args))  # (B, C)
-    return jnp.take_along_axis(outputs, target[:, None], axis=1)[:, 0]  # (B,)
-
-
-def _target_gradient(
-    forward: Forward, x: jax.Array, args: Sequence[Any], target: jax.Array
-) -> jax.Array:
-    """``d f(x)[b, target_b] / d x`` for every example (examples are independent)."""
-    return jax.grad(lambda z: jnp.sum(_target_outputs(forward, z, args, target)))(x)
-
-
-def _baseline_like(baseline: ArrayLike | None, x: jax.Array) -> jax.Array:
-    """The baseline broadcast to ``x`` (zeros when ``None``)."""
-    if baseline is None:
-        return jnp.zeros_like(x)
-    baseline = jnp.asarray(baseline, dtype=x.dtype)
-    try:
-        return jnp.broadcast_to(baseline, x.shape)
-    except ValueError:
-        raise ValueError(f"baseline of shape {baseline.shape} does not broadcast to inputs "
-                         f"{x.shape}.") from None
-
-
-def _check_inputs(x: jax.Array, mask: jax.Array) -> None:
-    if x.ndim != 3 or mask.shape != x.shape[:2]:
-        raise ValueError(
-            f"Expected x (B, T, E) and mask (B, T); got x {x.shape} and mask {mask.shape}."
-        )
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"x must be floating point (e.g. embeddings); got dtype {x.dtype}.")
-
-
-def _check_reduction(reduction: str) -> None:
-    if reduction not in REDUCTIONS:
-        raise ValueError(
-            f"Unknown reduction {reduction!r}; valid choices are {sorted(REDUCTIONS)}."
-        )
-
-
 # ------------------------------------------------------------------ internal cores
 # ``forward(x, *args) -> (B, C)``; the Captum-like facades call these directly.
 
 
 def _saliency_attributions(forward, x, args, *, target, abs):
-    grads = _target_gradient(forward, x, args, _resolve_target(forward, x, args, target))
+    grads = target_gradient(forward, x, args, resolve_target(forward, x, args, target))
     return jnp.abs(grads) if abs else grads
 
 
 def _input_x_gradient_attributions(forward, x, args, *, target):
-    return x * _target_gradient(forward, x, args, _resolve_target(forward, x, args, target))
+    return x * target_gradient(forward, x, args, resolve_target(forward, x, args, target))
 
 
 def _steps_per_chunk(n_steps: int, chunk_size: int) -> tuple[int, int]:
@@ -247,8 +153,8 @@ def _integrated_gradients_attributions(
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}.")
     alphas, weights = quadrature(method, n_steps)
-    baseline = _baseline_like(baseline, x)
-    target = _resolve_target(forward, x, args, target)
+    baseline = baseline_like(baseline, x)
+    target = resolve_target(forward, x, args, target)
 
     n_chunks, per_chunk = _steps_per_chunk(n_steps, chunk_size)
     pad = n_chunks * per_chunk - n_steps  # padded steps get weight 0
@@ -260,7 +166,7 @@ def _integrated_gradients_attributions(
         alpha, weight = alpha_weight  # (S,), (S,)
         alpha = alpha.reshape((-1,) + (1,) * x.ndim)  # (S, 1, ..., 1)
         points = baseline[None] + alpha * diff[None]  # (S, B, T, E)
-        grads = jax.vmap(lambda p: _target_gradient(forward, p, args, target))(points)
+        grads = jax.vmap(lambda p: target_gradient(forward, p, args, target))(points)
         return total + jnp.tensordot(weight, grads, axes=1), None  # (B, T, E)
 
     with jax.named_scope("integrated_gradients"):
@@ -270,7 +176,7 @@ def _integrated_gradients_attributions(
     attributions = total * diff if multiply_by_inputs else total
     delta = None
     if return_convergence_delta:
-        gap = _target_outputs(forward, x, args, target) - _target_outputs(
+        gap = target_outputs(forward, x, args, target) - target_outputs(
             forward, baseline, args, target
         )  # (B,)
         delta = jnp.sum(attributions.reshape(x.shape[0], -1), axis=-1) - gap
@@ -310,8 +216,8 @@ def saliency(
       ValueError / TypeError: bad shapes, target or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     attr = _saliency_attributions(f, x, (mask,), target=target, abs=abs)
     return Attribution(attr, reduce_tokens(attr, mask, reduction=reduction), None, reduction)
 
@@ -342,8 +248,8 @@ def input_x_gradient(
       ValueError / TypeError: bad shapes, target or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     attr = _input_x_gradient_attributions(f, x, (mask,), target=target)
     return Attribution(attr, reduce_tokens(attr, mask, reduction=reduction), None, reduction)
 
@@ -398,8 +304,8 @@ def integrated_gradients(
         chunk_size or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     attr, delta = _integrated_gradients_attributions(
         f, x, (mask,), baseline=baseline, target=target, n_steps=n_steps, method=method,
         chunk_size=chunk_size, multiply_by_inputs=multiply_by_inputs,

@@ -26,14 +26,16 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float, Int
 
+from baselines._common import (
+    Attribution,
+    check_inputs,
+    check_reduction,
+    resolve_target,
+)
 from baselines.gradients import (
     METHODS,
-    Attribution,
-    _check_inputs,
-    _check_reduction,
     _input_x_gradient_attributions,
     _integrated_gradients_attributions,
-    _resolve_target,
     _saliency_attributions,
 )
 from smat.explainers.base import reduce_tokens
@@ -152,8 +154,8 @@ def noise_tunnel(
       `explainer`); a bad option of the wrapped explainer.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     if explainer not in SMOOTHED:
         raise ValueError(f"explainer must be one of {SMOOTHED}; got {explainer!r}.")
     options = _explainer_options(explainer, abs=abs, baseline=baseline, n_steps=n_steps,
@@ -173,7 +175,7 @@ def noise_tunnel(
         raise ValueError(f"noise must have shape (nt_samples, B, T, E) = "
                          f"{(nt_samples, *x.shape)}; got {noise.shape}.")
     args = (mask,)
-    target = _resolve_target(f, x, args, target)
+    target = resolve_target(f, x, args, target)
 
     def sample(totals, draw):
         attr = _attributions(explainer, f, x + stdevs * draw, args, target, options)

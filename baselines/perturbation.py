@@ -29,13 +29,13 @@ import numpy as np
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float, Int
 
-from baselines.gradients import (
+from baselines._common import (
     Attribution,
-    _baseline_like,
-    _check_inputs,
-    _check_reduction,
-    _resolve_target,
-    _target_outputs,
+    baseline_like,
+    check_inputs,
+    check_reduction,
+    resolve_target,
+    target_outputs,
 )
 from smat.explainers.base import reduce_tokens
 
@@ -71,9 +71,9 @@ def _ablation_attributions(forward, x, args, *, windows, baseline, target, chunk
     """``(B, T, E)``: per token, the target-output drop when its windows are removed."""
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}.")
-    baseline = _baseline_like(baseline, x)
-    target = _resolve_target(forward, x, args, target)
-    reference = _target_outputs(forward, x, args, target)  # (B,)
+    baseline = baseline_like(baseline, x)
+    target = resolve_target(forward, x, args, target)
+    reference = target_outputs(forward, x, args, target)  # (B,)
     n_chunks = math.ceil(len(windows) / chunk_size)
     per_chunk = math.ceil(len(windows) / n_chunks)
     # Padding windows remove nothing: their drop is exactly 0 and they add no coverage.
@@ -84,7 +84,7 @@ def _ablation_attributions(forward, x, args, *, windows, baseline, target, chunk
     def chunk(total, masks):  # masks (S, T)
         keep = (1 - masks)[:, None, :, None]  # (S, 1, T, 1)
         removed = x[None] * keep + baseline[None] * (1 - keep)  # (S, B, T, E)
-        outputs = jax.vmap(lambda p: _target_outputs(forward, p, args, target))(removed)
+        outputs = jax.vmap(lambda p: target_outputs(forward, p, args, target))(removed)
         drop = reference[None] - outputs  # (S, B)
         return total + jnp.einsum("sb,st->bt", drop, masks), None
 
@@ -128,8 +128,8 @@ def feature_ablation(
       ValueError / TypeError: bad shapes, baseline, target, chunk_size or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     attr = _ablation_attributions(f, x, (mask,), windows=np.eye(x.shape[1], dtype=np.float32),
                                   baseline=baseline, target=target, chunk_size=chunk_size,
                                   average=False)
@@ -175,8 +175,8 @@ def occlusion(
         or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     windows = occlusion_windows(x.shape[1], window, stride)
     attr = _ablation_attributions(f, x, (mask,), windows=windows, baseline=baseline,
                                   target=target, chunk_size=chunk_size, average=True)

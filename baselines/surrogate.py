@@ -35,13 +35,13 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float, Int
 
-from baselines.gradients import (
+from baselines._common import (
     Attribution,
-    _baseline_like,
-    _check_inputs,
-    _check_reduction,
-    _resolve_target,
-    _target_outputs,
+    baseline_like,
+    check_inputs,
+    check_reduction,
+    resolve_target,
+    target_outputs,
 )
 from smat.explainers.base import reduce_tokens
 
@@ -82,9 +82,9 @@ def _coalitions(samples: ArrayLike, n_samples: int, x: jax.Array) -> jax.Array:
 def _evaluate_coalitions(forward, x, mask, samples, *, baseline, target, chunk_size):
     """The baseline ``(B, T, E)``, the target ``(B,)`` and the ``(N, B)`` target outputs on
     the coalitions ``samples (N, B, T)``."""
-    baseline = _baseline_like(baseline, x)
+    baseline = baseline_like(baseline, x)
     args = (mask,)
-    target = _resolve_target(forward, x, args, target)
+    target = resolve_target(forward, x, args, target)
     return baseline, target, _coalition_outputs(forward, x, args, samples=samples,
                                                 baseline=baseline, target=target,
                                                 chunk_size=chunk_size)
@@ -102,7 +102,7 @@ def _coalition_outputs(forward, x, args, *, samples, baseline, target, chunk_siz
 
     def chunk(_, coalitions):  # (S, B, T)
         inputs = baseline[None] + coalitions[..., None] * (x - baseline)[None]
-        return None, jax.vmap(lambda p: _target_outputs(forward, p, args, target))(inputs)
+        return None, jax.vmap(lambda p: target_outputs(forward, p, args, target))(inputs)
 
     _, outputs = jax.lax.scan(chunk, None, padded.reshape(n_chunks, per_chunk,
                                                           *samples.shape[1:]))
@@ -160,8 +160,8 @@ def lime(
         target, chunk_size or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     _check_samples(n_samples, 2)
     if not kernel_width > 0:
         raise ValueError(f"kernel_width must be > 0; got {kernel_width!r}.")
@@ -245,8 +245,8 @@ def kernel_shap(
         target, chunk_size or reduction.
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask)
-    _check_inputs(x, mask)
-    _check_reduction(reduction)
+    check_inputs(x, mask)
+    check_reduction(reduction)
     _check_samples(n_samples, 3)
     if (key is None) == (samples is None):
         raise ValueError("give exactly one of key (to draw coalitions) and samples.")
@@ -265,8 +265,8 @@ def kernel_shap(
                          f"{weights.shape}.")
     baseline, target, y = _evaluate_coalitions(f, x, mask, z, baseline=baseline,
                                                target=target, chunk_size=chunk_size)
-    full = _target_outputs(f, x, (mask,), target)
-    empty = _target_outputs(f, baseline, (mask,), target)
+    full = target_outputs(f, x, (mask,), target)
+    empty = target_outputs(f, baseline, (mask,), target)
     coefficients = jax.vmap(_constrained_fit, in_axes=(1, 1, 1, 0, 0))(z, y, weights, full,
                                                                         empty)
     return _attribution(coefficients, x, mask, reduction)

@@ -6,7 +6,7 @@
    torch head that mirrors smat's ``pooling="mean"`` classification head, with the
    same fixed random head weights in smat (see ``test_real_model_parity``).
 
-Tolerance (issue 3): max |smat - captum| / max |captum| <= 1e-4 per attribution
+Tolerance: max |smat - captum| / max |captum| <= 1e-4 per attribution
 tensor; convergence deltas: |delta_smat - delta_captum| <= 1e-4 * max |F(x) - F(x')|
 (the delta itself is a float32 rounding-level quantity, so it is compared on the
 scale of the integral it checks).
@@ -175,13 +175,13 @@ def test_facade_does_not_retrace(models, batch):
     ig = baselines.IntegratedGradients(models[1])
     kwargs = {"additional_forward_args": (jnp.asarray(mask),), "n_steps": 10}
     ig.attribute(jnp.asarray(x), **kwargs)
-    before = captum_like._integrated_gradients_jit._cache_size()
+    before = captum_like._run._cache_size()
     ig.attribute(jnp.asarray(x) + 1.0, **kwargs)
-    assert captum_like._integrated_gradients_jit._cache_size() == before
+    assert captum_like._run._cache_size() == before
 
 
 # ---------------------------------------------------------------- the real MiniLM encoder
-# Issue 3 names Hugging Face ``BertForSequenceClassification``; its head is the BERT
+# The parity target is Hugging Face ``BertForSequenceClassification``; its head is the BERT
 # pooler (dense + tanh on [CLS]) + linear, which smat's heads do not have (and the
 # all-MiniLM-L6-v2 checkpoint's pooler is unused by smat). We therefore wrap HF
 # ``BertModel`` (same encoder code) with a torch head mirroring smat's ``pooling="mean"``
