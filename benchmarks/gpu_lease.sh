@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs a command on the device machine with what smat needs there (issue 34):
+# Runs a command on the device machine with what smat needs there:
 #   bash benchmarks/gpu_lease.sh COMMAND...      (the call carries .gpu, see gpu.py --pack)
 # The machine's image has JAX, Flax, Optax, Orbax, transformers and PyTorch but not Captum,
 # and receives the checkout without installing it: the wheels in .gpu/wheels go to

@@ -4,7 +4,7 @@ Both sides explain the same all-MiniLM-L6-v2 classifier (smat ``pooling="mean"``
 fixed random weights; on the torch side HF ``BertModel`` + the same mean-pool/linear head,
 the model the parity tests compare) on the same batch of 8 x 64 real tokens (random
 vocabulary ids between [CLS] and [SEP]), attributing at the word embeddings with a zero
-baseline, ``n_steps=50``, gauss-legendre, predicted-class targets (issue 3, Acceptance).
+baseline, ``n_steps=50``, gauss-legendre, predicted-class targets.
 
 - Throughput: explanations/s of one timed run after a warm-up (compile excluded), for each
   setting of Captum's ``internal_batch_size`` and of smat's ``chunk_size``; the best of each

@@ -1,6 +1,6 @@
 """Jukić et al. (2022), "Easy to Decide, Hard to Agree": regularizers and agreement, on SST-2.
 
-The paper's findings this file checks (``../shared/papers/jukic2022_saliency_agreement.txt``):
+The paper's findings this file checks:
 
 - **Table 1**: saliency methods agree weakly, and Pearson r is above Kendall tau-b for every
   pair (DistilBERT on SST, r: DeepLIFT / D-SHAP .34, DeepLIFT / G-SHAP .17, DeepLIFT / IG
@@ -40,7 +40,7 @@ Variants (``get_config``):
   experiments; the paper used Captum's 50).
 - ``smoke``: the cpu layout on 200 rows, 2 epochs, 2 seeds, one grid point each.
 
-    python experiments/jukic_agreement.py --variant cpu --data-dir ../shared/data/sst2_glue \\
+    python experiments/jukic_agreement.py --variant cpu --data-dir data/sst2_glue \\
         --output-dir runs/jukic_cpu
 
 Writes ``table.md`` and ``results.json`` (resumable: finished teachers are reused).
@@ -104,7 +104,7 @@ def get_config(variant: str, *, data_dir: str) -> dict[str, Any]:
     source = Path(data_dir) / "train.tsv"
     if not source.is_file():
         raise FileNotFoundError(f"no train.tsv in {data_dir}; pass --data-dir "
-                                "../shared/data/sst2_glue")
+                                "data/sst2_glue")
     with source.open() as f:
         total = sum(1 for _ in f) - 1  # minus the header (67,349 rows in GLUE SST-2)
     if teacher_rows + test_rows + 1 > total:
@@ -241,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=("paper", "cpu", "smoke"), default="cpu")
     parser.add_argument("--data-dir", required=True,
-                        help="folder with SST-2's train.tsv (../shared/data/sst2_glue)")
+                        help="folder with SST-2's train.tsv (data/sst2_glue)")
     parser.add_argument("--output-dir", default=None, help="default runs/jukic_<variant>")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     args = parser.parse_args(argv)

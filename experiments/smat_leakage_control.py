@@ -1,6 +1,6 @@
 """The shuffled-text leakage control of a Table 1 cell against the cell's own students.
 
-Issue 33's guardrail: a learned explainer could raise simulability by writing the
+A guardrail: a learned explainer could raise simulability by writing the
 teacher's label into where it puts its mass rather than by explaining. Students trained
 with SMaT on the teacher's explanations of each row's tokens in a *shuffled* order
 (``smat_table1.py --explanation-source shuffled_text``, same teacher, same seeds, same

@@ -1,4 +1,4 @@
-"""Does SMaT find a planted mechanism? A synthetic task with a known answer (issue 33, item 2).
+"""Does SMaT find a planted mechanism? A synthetic task with a known answer.
 
 Fernandes et al, "Learning to Scaffold: Optimizing Model Explanations for Teaching", 2022,
 §3 (Eqs. 3-9) claims that the outer step learns teacher-explainer head coefficients that

@@ -1,6 +1,6 @@
 """Why SMaT does or does not beat static attention: SMaT students with one setting changed.
 
-Issue 18's question about Table 1 of Fernandes et al, "Learning to Scaffold" (2022): when
+A question about Table 1 of Fernandes et al, "Learning to Scaffold" (2022): when
 the learned explainer does not teach better than the static all-layers attention it starts
 from, is it because its head coefficients hardly move (too few or too small outer steps),
 because the outer update moves them the wrong way, or because the students stop before

@@ -11,7 +11,7 @@ Three variants (``get_config``):
 
 - ``paper`` (for a GPU): the paper's design on IMDB. The teacher trains on half of
   ``--data-dir``'s IMDB test split (10% of that half for its early stopping; the train
-  split is not in ``../shared/data``), the student pool, validation (1,250) and test
+  split is not used), the student pool, validation (1,250) and test
   (2,500) are carved from the other half; max length 256, the authors' student settings
   (design §5: SGD 5e-3, patience 10, batch 32, meta update every step) and IG with 10 steps
   as in the paper's appendix. The encoder is all-MiniLM-L6-v2 (6 x 12 heads), not
@@ -28,7 +28,7 @@ Three variants (``get_config``):
   with 10 steps. One student step of 3 seeds takes about 3.5 s here (1.2 s per seed),
   so the paper's sizes and epoch counts would take days on this machine.
 - ``sst2`` (2 CPU cores, the reference's time scale; hours per cell): GLUE SST-2 from
-  ``--data-dir`` (``../shared/data/sst2_glue``) in the paper's two-split layout: a MiniLM
+  ``--data-dir`` (``data/sst2_glue``) in the paper's two-split layout: a MiniLM
   teacher fine-tuned on half of the 67,349 training phrases (10% of that half for its early
   stopping; AdamW 5e-5, warmup 500, batch 32, 3 epochs, patience 5), the students' pool,
   validation (500) and test (1,000) carved from the 2,693 full sentences of ``dev.tsv`` and
@@ -41,16 +41,16 @@ Three variants (``get_config``):
 Commands (resumable: a killed run restarts at the first unfinished student):
 
     python experiments/smat_table1.py --variant cpu --output-dir runs/smat_table1_cpu
-    python experiments/smat_table1.py --variant paper --data-dir ../shared/data/imdb_maas \\
+    python experiments/smat_table1.py --variant paper --data-dir data/imdb_maas \\
         --output-dir runs/smat_table1_paper
-    python experiments/smat_table1.py --variant sst2 --data-dir ../shared/data/sst2_glue \\
+    python experiments/smat_table1.py --variant sst2 --data-dir data/sst2_glue \\
         --output-dir runs/smat_table1_sst2
     python experiments/smat_table1.py --variant smoke --output-dir runs/smat_table1_smoke
 
-The leakage control of a cell (issue 33): its SMaT students trained on the teacher's
+The leakage control of a cell: its SMaT students trained on the teacher's
 explanations of each row's tokens in a shuffled order, from the same teacher:
 
-    python experiments/smat_table1.py --variant sst2 --data-dir ../shared/data/sst2_glue \\
+    python experiments/smat_table1.py --variant sst2 --data-dir data/sst2_glue \\
         --teacher runs/smat_table1_sst2/teacher --explainers smat --sizes 500 \\
         --explanation-source shuffled_text --output-dir runs/smat_table1_sst2_control
 
@@ -152,7 +152,7 @@ def get_config(variant: str, *, data_dir: str | None = None) -> dict[str, Any]:
     if variant == "paper":
         if data_dir is None:
             raise ValueError("the paper variant reads IMDB: pass --data-dir "
-                             "(a folder holding test.jsonl.gz, e.g. ../shared/data/imdb_maas)")
+                             "(a folder holding test.jsonl.gz, e.g. data/imdb_maas)")
         return {"data": DataConfig(source=str(Path(data_dir) / "test.jsonl.gz"), max_len=256,
                                    student_validation_size=1250, student_test_size=2500,
                                    html_line_breaks_as_spaces=True),
@@ -184,7 +184,7 @@ def get_config(variant: str, *, data_dir: str | None = None) -> dict[str, Any]:
         if data_dir is None:
             raise ValueError("the sst2 variant reads GLUE SST-2: pass --data-dir (a folder "
                              "holding train.tsv, dev.tsv and test-labeled.tsv, e.g. "
-                             "../shared/data/sst2_glue)")
+                             "data/sst2_glue)")
         folder = Path(data_dir)
         return {"data": DataConfig(source=str(folder / "train.tsv"),
                                    student_source=(str(folder / "dev.tsv"),
@@ -246,7 +246,7 @@ def plot_figure5(records: Sequence[Mapping[str, Any]], path: Path, *, task: str 
 def smat_diagnostics(records: Sequence[Mapping[str, Any]], students_dir: Path,
                      *, outer_clip_norm: float) -> list[dict[str, Any]]:
     """Per SMaT student: did its head coefficients move, was the outer gradient alive
-    (neither vanishing nor always clipped), and did it stop before the end (issue 18)?
+    (neither vanishing nor always clipped), and did it stop before the end?
 
     Reads each student's ``result.json`` record and its metrics log (one line per
     evaluation, each the mean over the steps since the previous one).

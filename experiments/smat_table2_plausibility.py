@@ -12,7 +12,7 @@ The teacher and the learned explainer come from a finished ``smat_table1.py`` ru
 encoder's limit; rationale words beyond it are counted and not scored).
 
     python experiments/smat_table2_plausibility.py --table1 runs/smat_table1_cpu \\
-        --data-dir ../shared/data/eraser_movies --output-dir runs/smat_table2_cpu
+        --data-dir data/eraser_movies --output-dir runs/smat_table2_cpu
 
 Writes ``table.md``, ``results.json`` (the plausibility report and the per-head / per-layer
 AUCs) and ``head_auc.png`` (the per-head oracle as a layer x head heatmap). Measured

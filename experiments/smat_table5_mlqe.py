@@ -10,7 +10,7 @@ student and teacher outputs on the test set; ``median [q25:q75]`` over 5 seeds.
 
 What smat has offline, and what that changes (stated in every table this file writes):
 
-- data: ``--data-dir`` (``../shared/data/mlqe_pe``) holds three of the paper's six pairs
+- data: ``--data-dir`` (``data/mlqe_pe``) holds three of the paper's six pairs
   (en-de, et-en, ro-en; 7,000 training pairs each). The texts are the post-editing
   release's tokenized source / MT lines (the words the word-level tags of Table 6 refer
   to) and the target is the DA ``z_mean`` of the same line.
@@ -38,8 +38,8 @@ Variants (``get_config``):
 
 Commands (resumable: a killed run restarts at the first unfinished student):
 
-    python experiments/smat_table5_mlqe.py --variant cpu --data-dir ../shared/data/mlqe_pe
-    python experiments/smat_table5_mlqe.py --variant paper --data-dir ../shared/data/mlqe_pe
+    python experiments/smat_table5_mlqe.py --variant cpu --data-dir data/mlqe_pe
+    python experiments/smat_table5_mlqe.py --variant paper --data-dir data/mlqe_pe
 
 Writes into the output folder: ``data/`` (the pairs as CSV files the teacher run reads),
 ``config.json``, ``table.md`` (measured and paper tables), ``results.json`` and
@@ -224,11 +224,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     # (OUTPUT_DIR/teacher is reused when finished)
     parser = variant_parser(__doc__, name="smat_table5_mlqe",
                             variants=VARIANTS, data_dir_help="the MLQE-PE folder (holding "
-                            "direct-assessments/ and post-editing/, e.g. ../shared/data/mlqe_pe)")
+                            "direct-assessments/ and post-editing/, e.g. data/mlqe_pe)")
     args = parse_variant_args(parser, argv)
     if args.data_dir is None:
         parser.error("--data-dir is required: the MLQE-PE folder (holding direct-assessments/ "
-                     "and post-editing/, e.g. ../shared/data/mlqe_pe)")
+                     "and post-editing/, e.g. data/mlqe_pe)")
     with command_runtime(parser):
         summary = run(args.variant, data_dir=args.data_dir, output_dir=args.output_dir,
                       progress=not args.no_progress)

@@ -13,7 +13,7 @@ the rows are the test20 pairs of that run's language pairs (which neither the te
 the students trained on); IG uses 10 steps as in the paper's appendix.
 
     python experiments/smat_table6_mlqe_plausibility.py --table5 runs/smat_table5_mlqe_cpu \\
-        --data-dir ../shared/data/mlqe_pe --output-dir runs/smat_table6_mlqe_cpu
+        --data-dir data/mlqe_pe --output-dir runs/smat_table6_mlqe_cpu
 
 ``--num-examples N`` scores the first N translations with errors of each pair (default:
 all). Writes ``table.md`` and ``results.json`` (each side's plausibility report and

@@ -1,8 +1,7 @@
 """The Oxford thesis's evaluations of seven attribution methods on the augmented-SST task.
 
-"Interpretability of Large Language Models" (Oxford MSc thesis, 2022;
-``../shared/papers/oxford_msc2022_interpretability_of_llms.txt``), its scaling results on the
-augmented SST ground-truth task (§3.1, §4.1), as tables for two model sizes:
+"Interpretability of Large Language Models" (Oxford MSc thesis, 2022), its scaling results on
+the augmented SST ground-truth task (§3.1, §4.1), as tables for two model sizes:
 
 - (a) **ground truth and AOPC** (Figs. 4.1-4.2): Ground Truth Overlap and Mean Rank
   percentage of the added label word (§2.2.3.1), ERASER comprehensiveness / sufficiency
@@ -79,8 +78,8 @@ Variants (``get_config``):
 Commands (``--data-dir`` holds GLUE SST-2's ``train.tsv`` and ``dev.tsv``; resumable: each
 finished stage is a JSON file under the output folder and is read back on a rerun):
 
-    python experiments/thesis_evaluations.py --variant cpu --data-dir ../shared/data/sst2_glue
-    python experiments/thesis_evaluations.py --variant paper --data-dir ../shared/data/sst2_glue
+    python experiments/thesis_evaluations.py --variant cpu --data-dir data/sst2_glue
+    python experiments/thesis_evaluations.py --variant paper --data-dir data/sst2_glue
     python experiments/thesis_evaluations.py --variant smoke --data-dir DIR --model TINY_CKPT
 
 Writes ``config.json``, ``table.md`` (every table beside the thesis's finding, and a verdict
@@ -216,7 +215,7 @@ def get_config(variant: str, *, data_dir: str | Path) -> dict[str, Any]:
     files = {name: Path(data_dir) / f"{name}.tsv" for name in ("train", "dev")}
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
-        raise FileNotFoundError(f"missing {missing}; pass --data-dir ../shared/data/sst2_glue "
+        raise FileNotFoundError(f"missing {missing}; pass --data-dir data/sst2_glue "
                                 "(GLUE SST-2 with train.tsv and dev.tsv)")
     sizes = dict(_SIZES[variant])
     if variant == "paper":
@@ -637,7 +636,7 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=sorted(_SIZES), default="cpu")
-    parser.add_argument("--data-dir", default="../shared/data/sst2_glue",
+    parser.add_argument("--data-dir", default="data/sst2_glue",
                         help="GLUE SST-2 folder with train.tsv and dev.tsv")
     parser.add_argument("--output-dir", default=None, help="default runs/thesis_<variant>")
     parser.add_argument("--model", default=None,

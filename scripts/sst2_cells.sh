@@ -25,7 +25,7 @@
 # takes two hours). Usage:  nohup scripts/sst2_cells.sh > runs/sst2_cells.log 2>&1 &
 set -u
 cd "$(dirname "$0")/.."
-DATA=${DATA:-../shared/data/sst2_glue}
+DATA=${DATA:-data/sst2_glue}
 OUT=${OUT:-runs/smat_table1_sst2}
 CONTROL_OUT=${CONTROL_OUT:-runs/smat_table1_sst2_control}
 LIMIT_KB=${LIMIT_KB:-14000000}

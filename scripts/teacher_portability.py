@@ -1,6 +1,6 @@
 """Which XLA CPU flags, if any, make a teacher's weights the same on every kind of machine.
 
-Issue 33's students pair only under one teacher, and the SST-2 teacher trained on machines
+Students pair only under one teacher, and the SST-2 teacher trained on machines
 of different instruction sets came out with different weights (the float summation order
 differs). This trains the smoke variant's teacher (``smat_table1.py --variant smoke
 --teacher-only``, about a minute on 2 cores) once per flag set below, records each weights

@@ -45,7 +45,7 @@ jax.config.update("jax_default_matmul_precision", "highest")
 # One persistent compilation cache per test run, shared by its xdist workers (they inherit
 # the controller's environment) and removed by the controller at exit: a program one
 # worker compiled, or one compiled before a module's programs were freed, is loaded instead
-# of compiled again (issue 35). Programs that compile in under a quarter of a second are
+# of compiled again. Programs that compile in under a quarter of a second are
 # not written (most of the suite's thousands of eager operations): loading is not cheaper.
 # Where XLA refuses its own cached programs (jax-ml/jax#38445) the suite compiles without.
 MIN_CACHED_COMPILE_SECONDS = 0.25
@@ -155,10 +155,10 @@ def _release_compiled_programs():
     function keeps every executable it ever compiled. Over the whole suite one process
     reached 48k mappings of the kernel's limit of 65,530 (vm.max_map_count); with the
     persistent compilation cache on it went past it, LLVM failed with "Cannot allocate
-    memory" and the process aborted inside executable.serialize() (issue 12). Clearing
+    memory" and the process aborted inside executable.serialize(). Clearing
     after every module made later modules compile again what earlier ones had compiled
     (the same eager operations and programs on the same shapes: 119 s of XLA compile over
-    the suite, issue 35), so the programs are kept until the process passes
+    the suite), so the programs are kept until the process passes
     MAX_MEMORY_MAPPINGS or MAX_RESIDENT_BYTES (and always freed where /proc cannot tell).
     """
     yield

@@ -56,7 +56,7 @@ def test_bad_settings_are_named(setup):  # noqa: F811
             baselines.noise_tunnel(f, x, mask, key=key, **kwargs)
 
 
-# ------------------------------------------- the wrapped explainer's options (issue 32)
+# ------------------------------------------- the wrapped explainer's options
 # `method` named both the wrapped explainer and integrated gradients' quadrature rule, so
 # NoiseTunnel over IG could not choose its rule. Each option below must reach the wrapped
 # explainer: at zero noise the tunnel equals the plain explainer with the same option and

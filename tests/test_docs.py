@@ -188,3 +188,34 @@ def test_every_design_reference_names_a_section_of_the_design_page():
             outside.append(path.name)
     assert cited and set(cited) <= sections, {n: cited[n] for n in set(cited) - sections}
     assert not outside, outside
+
+
+def test_every_marked_table_equals_the_one_its_results_give():
+    """Tables between <!-- table: NAME --> markers are made from committed result files
+    (scripts/docs_tables.py); a page whose copy drifted from its results fails, and a
+    changed copy is caught (checked on one)."""
+    spec = importlib.util.spec_from_file_location("docs_tables",
+                                                  ROOT / "scripts" / "docs_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    marked = [(page, name, body) for page in tables.PAGES
+              for name, body in tables.marked_tables(page)]
+    assert {name for _, name, _ in marked} == set(tables.TABLES)  # each table is shown
+    for page, name, body in marked:
+        assert body == tables.TABLES[name](), f"{page.name}: table {name}"
+    _, name, body = marked[0]
+    assert body.replace("|", "| ", 1) != tables.TABLES[name]()
+
+
+def test_user_docs_say_nothing_of_the_workshop():
+    """README, the docs (the result files and CHANGELOG aside) and the code's docstrings
+    name no folder a user does not have and no issue of the project's tracker."""
+    pages = [ROOT / "README.md", *(p for p in (ROOT / "docs").rglob("*.md")
+                                   if "results" not in p.relative_to(ROOT / "docs").parts)]
+    code = [p for folder in ("smat", "baselines", "experiments", "benchmarks", "scripts")
+            for p in (ROOT / folder).rglob("*.py")]
+    found = [f"{path.relative_to(ROOT)}: {match.group(0)}" for path in [*pages, *code]
+             for match in re.finditer(r"\.\./shared|\bissues? #?\d+", path.read_text(),
+                                      re.IGNORECASE)]
+    assert not found, found
+    assert re.search(r"\bissue #?\d+", "as issue 33 asked", re.IGNORECASE)  # the check bites

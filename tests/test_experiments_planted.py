@@ -1,4 +1,4 @@
-"""Tests of experiments/smat_planted.py (issue 33): the planted-mechanism task, its arms and a
+"""Tests of experiments/smat_planted.py: the planted-mechanism task, its arms and a
 smoke run with the direction diagnostic, resumed from its cell files."""
 
 import json

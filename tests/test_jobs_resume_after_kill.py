@@ -1,4 +1,4 @@
-"""Long jobs resume after a SIGKILL that lands while a program is compiling (issue 12).
+"""Long jobs resume after a SIGKILL that lands while a program is compiling.
 
 Each job runs as the `smat` command in a subprocess, is killed at a chosen point (the
 moment a given cell starts training, i.e. while its step compiles, before any checkpoint),

@@ -173,7 +173,7 @@ def _lu_expected():
 
 
 def test_score_lu_et_al_released_votes_as_they_are(tmp_path):
-    """A .csv suffix on tab-separated data: before issue 32 the table was read with commas
+    """A .csv suffix on tab-separated data: once the table was read with commas
     and its columns reported as one tab-joined name; as .tsv the full-text rows failed with
     "invalid literal for int() with base 10: 'All'". Both files now score as the votes."""
     expected = _lu_expected()

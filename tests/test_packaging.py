@@ -1,4 +1,4 @@
-"""smat installs as users install it (issue 19): `python -m build` makes the sdist and, from
+"""smat installs as users install it: `python -m build` makes the sdist and, from
 it, the wheel; both carry the package data; the wheel, installed with the tested versions
 (constraints.txt) into a clean virtual environment, runs `smat --help` and `smat predict` on
 its packaged corpus from a folder outside the repository.

@@ -1,0 +1,159 @@
+"""The tables in README.md and docs/ that are made from committed result files.
+
+A generated table sits between two markers in a page::
+
+    <!-- table: NAME -->
+    ...
+    <!-- /table -->
+
+and :data:`TABLES` says how NAME is made from files under ``docs/results/`` or
+``benchmarks/results/``. ``tests/test_docs.py`` regenerates every marked table and fails
+when a page's copy differs, so a table can never drift from its results;
+``python scripts/docs_tables.py --write`` rewrites them after new results are committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "experiments"), str(ROOT / "benchmarks")]
+PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
+_MARKED = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)",
+                     re.S)
+
+
+def _json(path: str) -> dict:
+    return json.loads((ROOT / path).read_text())
+
+
+def demo_summary() -> str:
+    """`make demo`'s printed summary, from its committed ``summary.json``."""
+    from smat.jobs.demo import summary_markdown
+
+    return "```\n" + summary_markdown(_json("docs/results/demo/summary.json")) + "```\n"
+
+
+def demo_timing() -> str:
+    """The wall time of each stage of the committed demo run."""
+    seconds = _json("docs/results/demo/summary.json")["seconds"]
+    lines = ["| stage (2 cores, empty compilation cache) | wall time |", "|---|---|"]
+    lines += [f"| {stage.replace('_', ' ')} | {value / 60:.1f} min |"
+              for stage, value in seconds.items()]
+    lines.append(f"| the whole demo | {sum(seconds.values()) / 60:.1f} min |")
+    return "\n".join(lines) + "\n"
+
+
+def demo_candidates() -> str:
+    """The demo configurations tried: time against the gap they show."""
+    import demo_search
+
+    results = {path.parent.name: json.loads(path.read_text())
+               for path in sorted((ROOT / "docs/results/demo_search").glob("*/results.json"))}
+    return demo_search.candidates_table(results) + "\n"
+
+
+def run_footprint() -> str:
+    """Disk and memory of the tutorial's runs, with and without the resumable state."""
+    import run_footprint
+
+    return run_footprint.footprint_table(_json("benchmarks/results/run_footprint.json")) + "\n"
+
+
+def _pair(records: list[dict], candidate: str, baseline: str, *, metric: str = "accuracy"
+          ) -> str:
+    """Medians and the paired comparison over seeds of two settings' students."""
+    import numpy as np
+
+    from smat.evaluation.simulability import paired_seed_comparison
+
+    (row,) = paired_seed_comparison(records, candidate=candidate, baseline=baseline,
+                                    metric=metric)
+    medians = [100 * float(np.median([r["test"][metric] for r in records
+                                      if r["explainer"] == name]))
+               for name in (candidate, baseline)]
+    return (f"{medians[0]:.1f} vs {medians[1]:.1f}; {row['wins']} of {row['num_models']} "
+            f"seed pairs, p = {row['p_value']:.3f}")
+
+
+def established() -> str:
+    """README's results in brief: each claim with its number, from the committed cells."""
+    sst2 = "docs/results/smat_table1_sst2"
+    n500 = [r for name in ("none", "attention_all", "smat")
+            for r in _json(f"{sst2}/n500_{name}.json")["records"]]
+    n1000 = _json(f"{sst2}/n1000_teacher_742acae66bdb9b61/results.json")["records"]
+    control = _json(f"{sst2}/control_n500_comparison.json")["records"]
+    demo = _json("docs/results/demo_search/short_outer100_n64/results.json")["records"]
+    link = "[SMaT](docs/reproduce/smat.md)"
+    rows = [
+        ("SMaT teaches better than static attention (SST-2, 500 sentences)",
+         _pair(n500, "smat", "attention_all"), link),
+        ("... and with 1,000 sentences (one teacher)", _pair(n1000, "smat", "attention_all"),
+         link),
+        ("Static attention teaches better than no explainer (500 / 1,000)",
+         f"{_pair(n500, 'attention_all', 'none')} / {_pair(n1000, 'attention_all', 'none')}",
+         link),
+        ("What SMaT adds goes with the text: its students beat students of its explanations "
+         "of shuffled text", _pair(control, "smat", "smat_shuffled_text"),
+         link),
+        ("Gradient explanations teach about as much as none (1,000, 3 seeds)",
+         _pair([r for r in n1000 if r["seed"] in (0, 1, 2)], "gradient", "none"), link),
+        ("At the demo's scale (16 meta steps) SMaT beats static attention with a 100x outer "
+         "rate",
+         _pair(demo, "smat", "attention_all"), "[the demo](docs/demo.md)"),
+    ]
+    lines = ["| claim | test simulability %, paired over seeds | details |", "|---|---|---|"]
+    lines += [f"| {claim} | {number} | {where} |" for claim, number, where in rows]
+    return "\n".join(lines) + "\n"
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "established": established,
+    "demo-summary": demo_summary,
+    "demo-timing": demo_timing,
+    "demo-candidates": demo_candidates,
+    "run-footprint": run_footprint,
+}
+
+
+def marked_tables(page: Path) -> list[tuple[str, str]]:
+    """(name, the page's copy) of every marked table in `page`."""
+    return [(match["name"], match["body"]) for match in _MARKED.finditer(page.read_text())]
+
+
+def rewrite(page: Path) -> bool:
+    """Regenerate every marked table of `page` in place; whether anything changed.
+
+    Raises:
+      KeyError: a marker naming no table of :data:`TABLES`.
+    """
+    text = page.read_text()
+    new = _MARKED.sub(lambda m: m.group(1) + TABLES[m["name"]]() + m.group(4), text)
+    if new != text:
+        page.write_text(new)
+    return new != text
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write", action="store_true",
+                        help="rewrite the pages (default: list the tables that differ)")
+    args = parser.parse_args(argv)
+    for page in PAGES:
+        if args.write:
+            if rewrite(page):
+                print(f"rewrote {page.relative_to(ROOT)}")
+            continue
+        for name, body in marked_tables(page):
+            if TABLES[name]() != body:
+                print(f"{page.relative_to(ROOT)}: table {name} differs from its results")
+
+
+if __name__ == "__main__":
+    main()
