@@ -138,14 +138,15 @@ def candidates_table(results: dict[str, dict[str, Any]]) -> str:
         return "–" if pair is None else (f"{pair['wins']}/{pair['models']}, "
                                          f"{pair['median_difference']:+.1f}")
 
-    lines = ["| candidate | n | none | attention_all | smat | SMaT vs static (wins, median) | "
-             "static vs none (wins, median) | steps none / static / SMaT | student seconds "
-             "(5 seeds) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| candidate | teacher test % | n | none | attention_all | smat | SMaT vs static "
+             "(wins, median) | static vs none (wins, median) | steps none / static / SMaT | "
+             "student seconds (5 seeds) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         medians = " | ".join(f"{r['median'][s]:.1f}" if s in r["median"] else "–"
                              for s in DEMO_EXPLAINERS)
         steps = " / ".join(str(r["median_steps"].get(s, "–")) for s in DEMO_EXPLAINERS)
-        lines.append(f"| {name} | {r['size']} | {medians} | "
+        lines.append(f"| {name} | {100 * r['teacher_test']['accuracy']:.1f} | {r['size']} | "
+                     f"{medians} | "
                      f"{cell(r, 'smat_vs_attention_all')} | {cell(r, 'attention_all_vs_none')} "
                      f"| {steps} | {r['student_seconds']:.0f} |")
     return "\n".join(lines)

@@ -122,4 +122,5 @@ def test_the_png_grid_shows_the_first_images_and_the_json_all(tmp_path):
     write_image_explanations(explanations, data, tmp_path, label_names=["cat"])
     assert len(json.loads((tmp_path / "explanations.json").read_text())) == n
     with Image.open(tmp_path / "explanations.png") as png:
-        assert png.size[1] == round(2.1 * PNG_GRID_IMAGES * 100)  # one 2.1-inch row each
+        # one 2.1-inch row each and a 0.9-inch row of colour bars
+        assert png.size[1] == round((2.1 * PNG_GRID_IMAGES + 0.9) * 100)

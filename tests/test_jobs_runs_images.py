@@ -96,7 +96,7 @@ def test_smat_student_on_images_resumes_to_identical_parameters(image_teacher, t
 
     def run(folder):
         run_student(image_teacher, config=config, num_examples=32, output_dir=folder,
-                    progress=False)
+                    progress=False, keep_checkpoints=True)
         return checkpoint.restore(folder / "checkpoints" / "last")[0]  # the loop's state
 
     reference = run(tmp_path / "a")

@@ -43,9 +43,9 @@ KINDS = {
     "attribution": "signed attribution, diverging around zero: red for, blue against the "
                    "prediction",
     "magnitude": "importance, sequential from zero (orange)",
-    "attention": "attention distribution: each word's share of the mass (the softmax of the "
-                 "pooled attention logits over the words shown), sequential from zero "
-                 "(purple)",
+    "attention": "attention distribution: each word's (or patch's) share of the attention "
+                 "mass, the softmax of the pooled attention logits over the row, sequential "
+                 "from zero (purple)",
 }
 """The kinds of scores a page draws and how (``smat.registry.SCORE_KINDS``)."""
 
