@@ -123,13 +123,13 @@ from ig_vs_captum import (
 from jax.tree_util import Partial
 
 from smat.data import tokenize_texts
+from smat.data.protocol import DataConfig, load_examples, protocol_splits
 from smat.evaluation import (
     DEFAULT_BINS,
     batched_comprehensiveness_sufficiency,
     num_tokens_per_bin,
 )
 from smat.jobs.explain import explain_encoded
-from smat.jobs.runs import DataConfig, load_examples, protocol_splits
 from smat.models import from_pretrained, functional
 from smat.store.run_log import write_json_atomic
 

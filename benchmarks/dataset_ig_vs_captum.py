@@ -77,7 +77,7 @@ GOAL = 1.5  # the speed-up aimed at on a 2-core CPU
 def held_out_sentences(tokenizer, count: int):
     """The first `count` rows of the default protocol's held-out part (padded to 64)."""
     from smat.data import take
-    from smat.jobs.runs import DataConfig, load_examples, protocol_data
+    from smat.data.protocol import DataConfig, load_examples, protocol_data
 
     config = DataConfig()
     test = protocol_data(config, load_examples(config), tokenizer).student_test

@@ -18,8 +18,9 @@ from typing import Any
 
 from smat.cli.failures import reported_failures
 from smat.compile_cache import command_compile_cache
-from smat.jobs.runs import DataConfig, data_fingerprint, saved_data_config
+from smat.data.protocol import DataConfig, data_fingerprint
 from smat.json_files import read_json
+from smat.store.run_record import saved_data_config
 
 EXPERIMENTS = Path(__file__).resolve().parent
 

@@ -31,7 +31,7 @@ from command_line import command_runtime
 from smat.evaluation.simulability import paired_seed_comparison, simulability_table
 from smat.jobs.demo import DEMO_DATA, DEMO_EXPLAINERS, DEMO_SIZE, DEMO_STUDENT, DEMO_TEACHER
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import run_teacher
+from smat.jobs.teacher_run import run_teacher
 from smat.json_files import read_json
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig

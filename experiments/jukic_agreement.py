@@ -63,6 +63,7 @@ import numpy as np
 from command_line import command_runtime
 
 from smat.data import take
+from smat.data.protocol import DataConfig
 from smat.jobs.agreement_study import agreement_comparison, comparison_tables
 from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import (
@@ -72,7 +73,7 @@ from smat.jobs.reports import (
     load_groups,
     sample_per_group,
 )
-from smat.jobs.runs import DataConfig, run_teacher
+from smat.jobs.teacher_run import run_teacher
 from smat.json_files import read_json
 from smat.models import ModelSource
 from smat.store import model_store

@@ -43,9 +43,10 @@ import numpy as np
 from command_line import command_runtime, parse_variant_args, variant_parser
 from smat_table1 import comparisons_table, paired_comparisons, per_student_table, plot_figure5
 
+from smat.data.protocol import DataConfig
 from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import DataConfig, run_teacher
+from smat.jobs.teacher_run import run_teacher
 from smat.models import ModelSource
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig

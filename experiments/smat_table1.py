@@ -83,23 +83,20 @@ from command_line import (
     variant_parser,
 )
 
+from smat.data.protocol import DataConfig
 from smat.evaluation.simulability import (
     paired_seed_comparison,
     plot_simulability,
     simulability_table,
 )
 from smat.jobs.grid import cell_dir, run_grid
-from smat.jobs.runs import (
-    DataConfig,
-    reused_teacher,
-    run_student,
-    run_teacher,
-    saved_data_config,
-)
+from smat.jobs.student_run import run_student
+from smat.jobs.teacher_run import run_teacher
 from smat.json_files import read_json
 from smat.store.model_store import saved_params_fingerprint
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
+from smat.store.run_record import reused_teacher, saved_data_config
 from smat.training.loop import LoopConfig, with_loop
 from smat.training.scaffold import ScaffoldConfig
 from smat.training.student import EXPLANATION_SOURCES, StudentTrainConfig
@@ -554,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "computed on its row's tokens in a shuffled order (default text)")
     parser.add_argument("--teacher-only", action="store_true",
                         help="train (or reuse) the teacher and stop, printing its test "
-                             "accuracy and weights fingerprint (scripts/sst2_cells.sh asks "
+                             "accuracy and weights fingerprint (scripts/evidence_queue.py asks "
                              "it which teacher's students are already committed)")
     parser.add_argument("--teacher-seed", type=int, default=None,
                         help="the teacher's seed (its head, batch order and dropout; default "

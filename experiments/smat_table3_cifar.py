@@ -46,7 +46,7 @@ from command_line import command_runtime, parse_variant_args, variant_parser
 from smat_digits import teacher_and_students, write_report
 from smat_table1 import SETTINGS, paper_table
 
-from smat.jobs.runs import DataConfig
+from smat.data.protocol import DataConfig
 from smat.models import ModelSource
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig

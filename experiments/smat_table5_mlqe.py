@@ -67,9 +67,10 @@ from smat_table1 import (
 )
 
 from smat.data.mlqe import load_mlqe
+from smat.data.protocol import DataConfig
 from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import DataConfig, run_teacher
+from smat.jobs.teacher_run import run_teacher
 from smat.models import ModelSource
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig

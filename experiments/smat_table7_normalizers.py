@@ -44,8 +44,9 @@ from smat_table1 import DATA_DIR_HELP, get_config
 
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline, median_iqr
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import reused_teacher, run_teacher
+from smat.jobs.teacher_run import run_teacher
 from smat.store.run_log import write_json_atomic
+from smat.store.run_record import reused_teacher
 
 NORMALIZERS = ("sparsemax", "softmax", "entmax15", "identity")
 SETTINGS = ("attention_all", "attention_last", "smat")

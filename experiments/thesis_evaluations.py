@@ -108,6 +108,7 @@ from command_line import command_runtime
 
 from smat import registry
 from smat.data import Encoded, TextDataset, char_spans_to_token_mask, load_dataset, take, tokenize
+from smat.data.protocol import DataConfig
 from smat.evaluation import add_label_words, ground_truth_overlap, mean_rank
 from smat.evaluation.attacks import ATTACKABLE
 from smat.evaluation.statistics import bootstrap_ci
@@ -115,8 +116,8 @@ from smat.jobs.attacks import AttackConfig, attack_report, attack_table
 from smat.jobs.explain import ExplainConfig, explain_encoded
 from smat.jobs.reports import faithfulness_of_scores
 from smat.jobs.roar import PRESETS
-from smat.jobs.runs import DataConfig, run_teacher
 from smat.jobs.sanity import SanityConfig, plot_sanity, sanity_report, sanity_table
+from smat.jobs.teacher_run import run_teacher
 from smat.json_files import read_json
 from smat.models import ModelSource, functional, minilm_path
 from smat.models.inference import predict_logits

@@ -80,8 +80,9 @@ LAYERS = tuple(f"layer{k}" for k in range(6))
 
 
 def plan() -> list[Cell]:
-    """Every planned cell, in the order they train: the first teacher's Table 1 core, the
-    ablations of SMaT's gain, the rest of Table 1 and Table 7, then two more teachers."""
+    """Every planned cell, in the order they train: the first teacher's Table 1 core at
+    n=500, the ablations of SMaT's gain, the rest of Table 1 and Table 7, two more
+    teachers, then the first teacher's Table 1 at n=1000."""
     cells = [Cell(0, 500, setting, seed) for seed in SEEDS
              for setting in ("smat", "attention_all", "none")]
     cells += [Cell(0, 500, setting, seed) for setting in (*FROM_SMAT, "smat_pool_outer")
@@ -93,6 +94,11 @@ def plan() -> list[Cell]:
               for seed in SEEDS]
     cells += [Cell(teacher, 500, setting, seed) for teacher in TEACHER_SEEDS[1:]
               for seed in SEEDS for setting in ("smat", "attention_all", "none")]
+    cells += [Cell(0, 1000, setting, seed) for seed in SEEDS
+              for setting in ("smat", "attention_all", "none")]
+    cells += [Cell(0, 1000, setting, seed)
+              for setting in ("gradient", "attention_last", "input_x_gradient",
+                              "integrated_gradients") for seed in SEEDS]
     return cells
 
 

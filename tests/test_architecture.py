@@ -75,6 +75,38 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     assert floor_of("smat.jobs.demo") > floor_of("smat.evaluation.agreement")
 
 
+# The jobs that evaluate a trained model: they read a run's record and never the trainer.
+EVALUATIONS = ("smat.jobs.reports", "smat.jobs.sanity", "smat.jobs.leakage",
+               "smat.jobs.attacks", "smat.jobs.study", "smat.jobs.agreement_study",
+               "smat.jobs.explain", "smat.jobs.explain_images", "smat.jobs.predict",
+               "smat.jobs.annotation_page")
+
+
+def reached(module: str, graph: dict[str, set[str]]) -> set[str]:
+    """Every module `module` imports, directly or through the modules it imports."""
+    seen, todo = set(), [module]
+    while todo:
+        for name in graph.get(todo.pop(), ()):
+            if name not in seen:
+                seen.add(name)
+                todo.append(name)
+    return seen
+
+
+def test_evaluations_never_import_the_trainer():
+    """An evaluation of a trained model reads its run record (smat.store.run_record) and
+    its data's protocol (smat.data.protocol), not smat.training, directly or through
+    another job; the check sees such an import (checked on one)."""
+    graph = {module_name(path): imported_modules(path) for path in sources()}
+    training = [f"{module} reaches {name}" for module in EVALUATIONS
+                for name in sorted(reached(module, graph))
+                if name.startswith("smat.training")]
+    assert training == []
+    graph["smat.jobs.predict"] = {*graph["smat.jobs.predict"], "smat.jobs.student_run"}
+    assert any(name.startswith("smat.training")
+               for name in reached("smat.jobs.predict", graph))
+
+
 def hand_declared(source: str, *, module: str) -> list[str]:
     """Flags and sub-commands a module of smat.cli declares by hand: `add_argument` belongs
     to smat.cli.flags (one flag per config field), `add_parser` / `add_subparsers` to

@@ -250,7 +250,7 @@ def test_a_reused_teacher_of_other_data_is_said(tiny_teacher, tmp_path):
     import shutil
     import warnings
 
-    from smat.jobs.runs import saved_data_config
+    from smat.store.run_record import saved_data_config
 
     data = saved_data_config(tiny_teacher)
     copy = tmp_path / "copy.csv"

@@ -1,4 +1,4 @@
-"""Tests for smat.jobs.runs: loading a data source as the run configs describe it."""
+"""Tests for smat.store.run_record: loading a data source as the run configs describe it."""
 
 import dataclasses
 import json
@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from smat.jobs.runs import DataConfig, load_examples
+from smat.data.protocol import DataConfig, load_examples
 
 
 def test_imdb_line_breaks_become_spaces_only_when_asked(tmp_path):
@@ -24,7 +24,8 @@ def test_imdb_line_breaks_become_spaces_only_when_asked(tmp_path):
 def test_static_teacher_explanations_are_cached_for_training_rows_only(tiny_teacher):
     """The explanation loss reads them on training rows; validation and test rows only
     need the teacher's logits, so no explainer runs over them."""
-    from smat.jobs.runs import _cached_student_rows, load_run
+    from smat.jobs.student_run import _cached_student_rows
+    from smat.store.run_record import load_run
 
     trained, _, parts, _ = load_run(tiny_teacher, num_examples=16)
     train, validation, test = _cached_student_rows(tiny_teacher, trained, parts,
@@ -39,8 +40,8 @@ def test_static_teacher_explanations_are_cached_for_training_rows_only(tiny_teac
 def test_load_run_reads_each_setting_from_its_one_saved_copy(tiny_teacher):
     """A teacher run folder, its model folder and a loaded model give the same data
     settings and rows; only the run folder knows the pretrained start (config.json)."""
-    from smat.jobs.runs import load_run, saved_data_config
     from smat.models import ModelSource
+    from smat.store.run_record import load_run, saved_data_config
 
     recorded = json.loads((tiny_teacher / "config.json").read_text())
     run = load_run(tiny_teacher, num_examples=16)
@@ -64,7 +65,7 @@ def test_a_teacher_data_file_changed_since_training_is_refused(tiny_teacher, tmp
     config.json has it); a file found nowhere is named."""
     import shutil
 
-    from smat.jobs.runs import load_run, student_pool_size
+    from smat.store.run_record import load_run, student_pool_size
 
     run = tmp_path / "teacher"
     shutil.copytree(tiny_teacher, run, ignore=shutil.ignore_patterns("checkpoints"))
@@ -109,7 +110,7 @@ def test_students_find_the_teachers_data_from_any_folder_and_after_a_move(
     import shutil
 
     from smat.cli import main
-    from smat.jobs.runs import load_run
+    from smat.store.run_record import load_run
 
     project = tmp_path / "project"
     (project / "data").mkdir(parents=True)
@@ -138,7 +139,7 @@ def test_every_seed_starts_from_one_student_initialisation_unless_asked(tiny_tea
     import jax
     import numpy as np
 
-    from smat.jobs.runs import _student_inputs
+    from smat.jobs.student_run import _student_inputs
     from smat.models import functional
     from smat.training.student import StudentTrainConfig
 
@@ -158,7 +159,7 @@ def test_every_seed_starts_from_one_student_initialisation_unless_asked(tiny_tea
 
 def test_students_carved_from_their_own_source_never_touch_the_teachers(tmp_path):
     """The paper's IMDB layout: the teacher on one split, the students' parts from another."""
-    from smat.jobs.runs import protocol_splits
+    from smat.data.protocol import protocol_splits
 
     def write(name, rows):
         path = tmp_path / name
@@ -191,7 +192,8 @@ def test_students_can_train_on_a_sample_of_the_teachers_rows(tiny_teacher, tmp_p
     training rows; validation and test stay the rows the teacher never saw. 150 rows are
     more than the held-out pool (120 of the 400 rows) holds."""
     from smat.cli import main
-    from smat.jobs.runs import load_run, protocol_splits, saved_data_config
+    from smat.data.protocol import protocol_splits
+    from smat.store.run_record import load_run, saved_data_config
     from smat.training.student import StudentTrainConfig
 
     data = saved_data_config(tiny_teacher)
@@ -286,7 +288,7 @@ def test_a_smaller_student_learns_from_every_teacher_head(tiny_teacher, tmp_path
     the SMaT explainer still weighs every head of the (2-layer) teacher."""
     import numpy as np
 
-    from smat.jobs.runs import _student_inputs, run_student
+    from smat.jobs.student_run import _student_inputs, run_student
     from smat.store.explainer_store import load_explainer
     from smat.store.model_store import load
     from smat.training.loop import LoopConfig
@@ -310,7 +312,7 @@ def test_finished_runs_keep_what_later_commands_need_and_no_resume_state(tiny_te
                                                                          tmp_path):
     """A finished run drops its resumable loop state (hundreds of MB for MiniLM) unless
     asked to keep it; students keep their parameters only when asked."""
-    from smat.jobs.runs import run_student
+    from smat.jobs.student_run import run_student
     from smat.store import model_store
     from smat.training.loop import LoopConfig
     from smat.training.student import StudentTrainConfig

@@ -12,7 +12,8 @@ import pytest
 
 import smat.training.scaffold
 from smat.cli import main
-from smat.jobs.runs import DataConfig, load_examples, run_student
+from smat.data.protocol import DataConfig, load_examples
+from smat.jobs.student_run import run_student
 from smat.store import checkpoint
 from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
@@ -149,7 +150,7 @@ def test_text_encoder_on_images_is_refused_by_name(image_teacher, tiny_checkpoin
 
 def test_a_model_smat_trained_is_a_start_its_encoder_under_a_fresh_head(image_teacher):
     # the digits experiment's students start from a pretext model's encoder this way
-    from smat.jobs.runs import start_model
+    from smat.jobs.teacher_run import start_model
     from smat.models import ModelSource, functional
     from smat.store import model_store
 

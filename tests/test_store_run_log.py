@@ -3,12 +3,12 @@ import json
 import numpy as np
 import pytest
 
+from smat.data.protocol import file_fingerprint
 from smat.store.run_log import (
     MetricsWriter,
     cached_arrays,
     check_finite,
     check_run_settings,
-    file_fingerprint,
     mean_metrics,
     settings_hash,
     write_json_atomic,

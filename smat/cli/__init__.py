@@ -46,6 +46,7 @@ from smat.cli.flags import add_config_flags, build_config, in_flags
 from smat.compile_cache import command_compile_cache
 from smat.json_files import read_json
 from smat.models.inference import progress_bars
+from smat.store import run_record
 
 KEPT = "; finished work is kept, and the same command resumes from the last checkpoint"
 
@@ -195,8 +196,6 @@ def _flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
     return set(_subcommand(parser, argv)._option_string_actions)
 
 
-# fingerprints a run's config.json records are not settings
-_NOT_SETTINGS = {"data_fingerprint", "teacher", "teacher_params"}
 
 
 def _recorded_defaults(command: Command, recorded: dict[str, Any],
@@ -213,7 +212,7 @@ def _recorded_defaults(command: Command, recorded: dict[str, Any],
 
     defaults = {}
     for key, value in flatten("", recorded).items():
-        if key.split(".")[0] in _NOT_SETTINGS:
+        if key.split(".")[0] in run_record.FACTS:  # not settings: nothing to replay
             continue
         parts = key.split(".")
         prefix = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)

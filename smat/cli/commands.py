@@ -18,15 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from smat.compile_cache import COMPILE_CACHE_ENV
+from smat.data.protocol import DataConfig
 from smat.jobs.attacks import AttackConfig
 from smat.jobs.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
 from smat.jobs.explain import ExplainConfig
 from smat.jobs.leakage import LeakageConfig
 from smat.jobs.reports import AgreementConfig, FaithfulnessConfig, PlausibilityConfig
 from smat.jobs.roar import PRESETS, RoarConfig
-from smat.jobs.runs import DataConfig, run_student, run_teacher
 from smat.jobs.sanity import SanityConfig
+from smat.jobs.student_run import run_student
 from smat.jobs.study import SAMPLE_RULES, StudyConfig
+from smat.jobs.teacher_run import run_teacher
 from smat.json_files import read_json
 from smat.models.source import ModelSource
 from smat.registry import STUDENT_SETTINGS

@@ -47,7 +47,7 @@ def simulability_table(records: Sequence[Mapping[str, Any]], *, metric: str = "a
     same size (the paper's Table 1 marking).
 
     Args:
-      records: results of :func:`run_grid` (or :func:`smat.jobs.runs.run_student`).
+      records: results of :func:`run_grid` (or :func:`smat.jobs.student_run.run_student`).
       metric: "accuracy" (classification) or "pearson" (regression).
       scale: factor applied before printing (100 prints percentages).
       digits: decimals.

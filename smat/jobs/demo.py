@@ -29,13 +29,15 @@ from typing import Any
 import numpy as np
 
 from smat.data import take
+from smat.data.protocol import DataConfig
 from smat.evaluation.simulability import paired_seed_comparison, simulability_table
 from smat.jobs.explain import ExplainConfig, explain_data, write_explanations
 from smat.jobs.grid import run_grid
-from smat.jobs.runs import DataConfig, load_run, reused_teacher, run_teacher
+from smat.jobs.teacher_run import run_teacher
 from smat.registry import score_kind
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
+from smat.store.run_record import load_run, reused_teacher
 from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig

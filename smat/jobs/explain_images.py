@@ -21,13 +21,13 @@ import numpy as np
 from smat import registry
 from smat.data import ImageDataset, length_sorted_batches
 from smat.jobs.explain import ExplainConfig, check_model_and_rows, predictions_of
-from smat.jobs.runs import model_input_layout
 from smat.models import functional
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer
 from smat.store.explanation_file import is_explanation_file
 from smat.store.render import plot_patch_saliency, render_image_html
 from smat.store.run_log import write_json_atomic
+from smat.store.run_record import model_input_layout
 
 
 class ImageExplanations(NamedTuple):

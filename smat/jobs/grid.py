@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smat.jobs.runs import run_student, student_pool_size
+from smat.jobs.student_run import run_student
 from smat.registry import STUDENT_SETTINGS
+from smat.store.run_record import student_pool_size
 from smat.training.student import StudentTrainConfig
 
 
@@ -53,7 +54,7 @@ def run_grid(
       output_dir: grid folder; cell results go to ``n{size}/{explainer}/seed{seed}``.
       progress: show progress bars.
       overwrite: delete what each cell's folder holds and train afresh.
-      keep_checkpoints, keep_students: as :func:`smat.jobs.runs.run_student` (by default a
+      keep_checkpoints, keep_students: as :func:`smat.jobs.student_run.run_student` (by default a
         finished cell keeps its result and learned explainer only).
 
     Returns:

@@ -59,12 +59,12 @@ from smat.evaluation.plausibility import (
 )
 from smat.evaluation.statistics import bootstrap_ci, holm_bonferroni, wilcoxon_greater
 from smat.jobs.explain import ExplainConfig, explain_data
-from smat.jobs.runs import load_run
 from smat.json_files import read_json
 from smat.models import functional
 from smat.models.inference import map_batches
 from smat.store import model_store
 from smat.store.explanation_file import explainer_names, is_explanation_file
+from smat.store.run_record import load_run
 
 __all__ = [
     "AgreementConfig",
@@ -346,7 +346,7 @@ def agreement_report(models: Sequence[model_store.TrainedModel], data: Encoded,
       top_k: tokens compared by the top-k overlap rate.
       plot_dir: if given, write ``agreement_{metric}.png`` heatmaps there.
       groups: one label per row of `data` (e.g. the cartography groups of
-        :func:`smat.jobs.runs.write_cartography`): the whole report is repeated for the
+        :func:`smat.store.run_record.write_cartography`): the whole report is repeated for the
         rows of each group under ``"groups"`` (Jukić et al. Table 4).
 
     Returns:

@@ -38,6 +38,7 @@ from flax import nnx
 import baselines
 from smat import registry
 from smat.data import Encoded, take, train_validation_test_split
+from smat.data.protocol import DataConfig, load_examples
 from smat.evaluation.roar import (
     check_ratios,
     mask_input_ids,
@@ -49,7 +50,7 @@ from smat.evaluation.roar import (
     summarize_faithfulness,
 )
 from smat.jobs.explain import explain_encoded
-from smat.jobs.runs import DataConfig, load_examples, start_model
+from smat.jobs.teacher_run import start_model
 from smat.json_files import read_json
 from smat.models import SequenceClassifier, functional
 from smat.models.source import ModelSource

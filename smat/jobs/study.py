@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from smat.data import TextDataset, token_word_ids, tokenize, tokenize_texts
+from smat.data.protocol import protocol_splits
 from smat.evaluation.human_study import (
     StudyInputError,
     check_answers,
@@ -39,11 +40,11 @@ from smat.evaluation.plausibility import word_level_scores
 from smat.evaluation.study_tasks import HIDDEN, assign_packages, shown_words
 from smat.jobs.annotation_page import write_annotation_pages
 from smat.jobs.explain import ExplainConfig, explain_data
-from smat.jobs.runs import protocol_splits, teacher_examples
 from smat.models import functional
 from smat.models.inference import predict_logits, predictions_from_logits
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic
+from smat.store.run_record import teacher_examples
 
 SELECTIONS = ("correct", "misclassified", "all")
 

@@ -145,7 +145,7 @@ def _differences(old: Any, new: Any, path: str = "") -> tuple[list[str], list[st
 
 
 def check_run_settings(folder: str | Path, settings: Mapping[str, Any], *,
-                       overwrite: bool = False) -> bool:
+                       overwrite: bool = False, ignored: Sequence[str] = ()) -> bool:
     """Make sure a run folder is never reused for other settings than those it holds.
 
     A folder whose ``config.json`` records other settings (any value, a data file's
@@ -158,6 +158,8 @@ def check_run_settings(folder: str | Path, settings: Mapping[str, Any], *,
       folder: the run folder (may not exist yet).
       settings: the JSON-able settings that determine the run's result.
       overwrite: delete the run the folder holds, whatever its settings.
+      ignored: top-level entries of ``config.json`` that are not settings (the version of
+        the code that wrote it): never a difference, kept when the file is completed.
 
     Returns:
       True when the folder already holds a run with these settings (finished or not).
@@ -173,6 +175,7 @@ def check_run_settings(folder: str | Path, settings: Mapping[str, Any], *,
         shutil.rmtree(folder)
         return False
     recorded = read_json(path)
+    kept = {key: recorded.pop(key) for key in ignored if key in recorded}
     changed, added = _differences(recorded, _as_json(settings))
     if changed:
         listed = "; ".join(changed[:8]) + (f"; and {len(changed) - 8} more"
@@ -180,17 +183,6 @@ def check_run_settings(folder: str | Path, settings: Mapping[str, Any], *,
         raise ValueError(f"{folder} holds a run with other settings ({listed}); pass "
                          "--overwrite to replace it, or choose another --output-dir")
     if added:
-        write_json_atomic(path, settings)
+        write_json_atomic(path, {**settings, **kept})
     return True
 
-
-def file_fingerprint(paths: Sequence[str | Path]) -> str:
-    """First 16 hex digits of the SHA-256 of the files' bytes, in order: a data file's
-    content recorded beside a run's settings, so an edited file is never mistaken for the
-    one a run was trained on."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]

@@ -1,0 +1,63 @@
+"""Tests for scripts/evidence_queue.py: the plan, its status, and that a committed cell is
+never trained again."""
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+_SPEC = importlib.util.spec_from_file_location(
+    "evidence_queue", Path(__file__).resolve().parents[1] / "scripts" / "evidence_queue.py")
+queue = importlib.util.module_from_spec(_SPEC)
+sys.modules["evidence_queue"] = queue  # its dataclass looks its module up
+_SPEC.loader.exec_module(queue)
+
+
+def test_the_plan_pairs_every_setting_with_smat_seed_by_seed_under_one_teacher():
+    cells = queue.plan()
+    assert len({cell.name for cell in cells}) == len(cells)
+    first = [c for c in cells if c.teacher_seed == 0 and c.size == 500]
+    settings = {c.setting for c in first}
+    assert {"none", "attention_all", "smat", "smat_frozen", "random_heads", "layer3",
+            "smat_pool_outer", "gradient", "integrated_gradients"} <= settings
+    for setting in settings:
+        assert sorted(c.seed for c in first if c.setting == setting) == [0, 1, 2, 3, 4]
+    # an ablation of SMaT's coefficients comes after the SMaT student it reads
+    order = {cell.name: i for i, cell in enumerate(cells)}
+    for cell in cells:
+        if cell.needs is not None:
+            assert order[cell.needs.name] < order[cell.name]
+            assert "--smat-cells" in cell.driver_args("abc")
+
+
+def test_status_says_done_running_or_waiting(tmp_path, monkeypatch):
+    monkeypatch.setattr(queue, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(queue, "RUNNING", tmp_path / "running.json")
+    fingerprints = {0: "f00d", 1: None, 2: None}
+    monkeypatch.setattr(queue, "teacher_fingerprint", lambda seed: fingerprints[seed])
+    cells = [queue.Cell(0, 500, "smat", 0), queue.Cell(0, 500, "none", 0),
+             queue.Cell(0, 500, "attention_all", 0), queue.Cell(1, 500, "smat", 0)]
+    done = queue.destination(cells[0], "f00d").with_suffix(".json")
+    done.parent.mkdir(parents=True)
+    done.write_text("{}")
+    (tmp_path / "running.json").write_text(json.dumps({"cell": cells[1].name,
+                                                       "pid": os.getpid()}))
+    assert [state for _, state in queue.status(cells)] == [
+        "done (f00d)", "running", "waiting", "waiting (teacher not trained here)"]
+    # a cell committed under another teacher's weights is not this machine's
+    fingerprints[0] = "beef"
+    assert queue.status(cells)[0][1] == "waiting"
+
+
+def test_a_committed_cell_is_never_trained_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(queue, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(queue, "teacher_fingerprint", lambda seed: "f00d")
+    cell = queue.Cell(0, 500, "none", 3)
+    path = queue.destination(cell, "f00d").with_suffix(".json")
+    path.parent.mkdir(parents=True)
+    path.write_text("{}")
+    trained = []
+    monkeypatch.setattr(queue, "run_driver", lambda *args, **kwargs: trained.append(args))
+    queue.run([cell], data_dir="data", limit_kb=1)
+    assert trained == []
