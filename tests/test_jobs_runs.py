@@ -132,6 +132,14 @@ def test_students_find_the_teachers_data_from_any_folder_and_after_a_move(
                .parts.student_train.labels) == 16
 
 
+def _record(teacher_dir):
+    """A student record to write beside inputs built outside :func:`run_student`."""
+    from smat.store.run_record import StudentRecord
+
+    return StudentRecord(str(teacher_dir), teacher="", teacher_params="", num_examples=16,
+                         student={})
+
+
 def test_every_seed_starts_from_one_student_initialisation_unless_asked(tiny_teacher, tmp_path):
     """The authors' students share their initial parameters, task head included; seeds
     vary only the data order, dropout and validation draws (``per_seed_init`` keeps one
@@ -144,8 +152,8 @@ def test_every_seed_starts_from_one_student_initialisation_unless_asked(tiny_tea
     from smat.training.student import StudentTrainConfig
 
     def initial_heads(config):
-        inputs = _student_inputs(tiny_teacher, config, 16,
-                                 [tmp_path / "a", tmp_path / "b"], [{}, {}])
+        inputs = _student_inputs(tiny_teacher, config, 16, [tmp_path / "a", tmp_path / "b"],
+                                 [_record(tiny_teacher)] * 2)
         return [jax.tree.leaves(functional.split(inputs.new_student(seed))[1])
                 for seed in (0, 1)]
 
@@ -304,7 +312,8 @@ def test_a_smaller_student_learns_from_every_teacher_head(tiny_teacher, tmp_path
     assert load_explainer(tmp_path / "student" / "explainer").head_weights().shape == (
         teacher.num_layers, teacher.num_heads)
     assert teacher.num_layers == 2
-    student = _student_inputs(tiny_teacher, config, 16, [tmp_path / "s"], [{}]).new_student(0)
+    student = _student_inputs(tiny_teacher, config, 16, [tmp_path / "s"],
+                              [_record(tiny_teacher)]).new_student(0)
     assert student.encoder.config.num_layers == 1
 
 
