@@ -131,7 +131,7 @@ def footprint_table(results: dict) -> str:
         disk = r["disk_mb"]
         lines.append(f"| {mode} | {teacher['peak_gb']:.2f}, {teacher['seconds']:.0f} | "
                      f"{grid['peak_gb']:.2f}, {grid['seconds']:.0f} | {disk['teacher']:.0f} | "
-                     f"{disk['grid']:.0f} | {disk['per_cell_mean']:.1f} / "
+                     f"{disk['grid']:.1f} | {disk['per_cell_mean']:.1f} / "
                      f"{disk['per_cell_max']:.1f} |")
     return "\n".join(lines)
 

@@ -66,6 +66,13 @@ def run_footprint() -> str:
     return run_footprint.footprint_table(_json("benchmarks/results/run_footprint.json")) + "\n"
 
 
+def benchmark_demo() -> str:
+    """`smat benchmark`'s table of the demo's teacher, from its committed report."""
+    from smat.jobs.benchmark import benchmark_table
+
+    return benchmark_table(_json("docs/results/benchmark_demo/benchmark.json")) + "\n"
+
+
 def _pair(records: list[dict], candidate: str, baseline: str, *, metric: str = "accuracy"
           ) -> str:
     """Medians and the paired comparison over seeds of two settings' students."""
@@ -115,6 +122,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "demo-timing": demo_timing,
     "demo-candidates": demo_candidates,
     "run-footprint": run_footprint,
+    "benchmark-demo": benchmark_demo,
 }
 
 

@@ -38,10 +38,13 @@ __all__ = [
     "DATA_AXIS",
     "commit",
     "data_mesh",
+    "finish_distributed",
     "initialize_distributed",
+    "is_primary",
     "replicate",
     "resolve_mesh",
     "shard_batch",
+    "to_host",
 ]
 
 PyTree = Any
@@ -177,6 +180,39 @@ def commit(tree: PyTree) -> PyTree:
     if not isinstance(device, jax.Device):  # unset, or a platform name
         device = jax.devices(device)[0] if device else jax.devices()[0]
     return jax.device_put(tree, device)
+
+
+def to_host(tree: PyTree) -> PyTree:
+    """Every array of `tree` as a NumPy array on this host, whole.
+
+    An array sharded over the devices of several processes is gathered from all of them
+    (``process_allgather``, a collective: every process must call it); others are fetched
+    as ``jax.device_get`` does.
+    """
+    from jax.experimental import multihost_utils
+
+    def fetch(leaf):
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            return np.asarray(multihost_utils.process_allgather(leaf, tiled=True))
+        return jax.device_get(leaf)
+
+    return jax.tree.map(fetch, tree)
+
+
+def is_primary() -> bool:
+    """Whether this is process 0 of the run (always, in one process): the process that
+    writes what every process would write alike."""
+    return jax.process_index() == 0
+
+
+def finish_distributed() -> None:
+    """End a multi-process run once every process has finished its work (a no-op in one
+    process): JAX's own shutdown at exit waits only a short while for the others."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("smat finished")
+        jax.distributed.shutdown()
 
 
 def initialize_distributed(

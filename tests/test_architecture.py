@@ -79,7 +79,7 @@ def test_the_checker_sees_an_upward_import(tmp_path):
 EVALUATIONS = ("smat.jobs.reports", "smat.jobs.sanity", "smat.jobs.leakage",
                "smat.jobs.attacks", "smat.jobs.study", "smat.jobs.agreement_study",
                "smat.jobs.explain", "smat.jobs.explain_images", "smat.jobs.predict",
-               "smat.jobs.annotation_page")
+               "smat.jobs.annotation_page", "smat.jobs.benchmark")
 
 
 def reached(module: str, graph: dict[str, set[str]]) -> set[str]:

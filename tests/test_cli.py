@@ -433,7 +433,7 @@ def test_every_example_of_smat_help_parses(capsys):
         main(["--help"])
     shown = [line.strip() for line in capsys.readouterr().out.splitlines()
              if line.startswith("  smat ")]
-    assert len(shown) == 16
+    assert len(shown) == 17
     for line in shown:
         command, _ = parse_command(shlex.split(line)[1:])
         assert line.startswith(f"smat {command.name} ")

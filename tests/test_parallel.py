@@ -407,8 +407,10 @@ def test_cli_parallel_seeds_trains_each_seed_like_its_own_run(tiny_teacher_args,
         assert (folder / "model").is_dir()
         assert (folder / "checkpoints" / "metrics.jsonl").is_file()
     # A rerun reuses the finished seeds: nothing is trained or saved again.
-    marker = tmp_path / "together" / "seed0" / "model" / "model.json"
-    marker.unlink()
+    saved = {path: path.stat().st_mtime_ns
+             for path in (tmp_path / "together").rglob("*") if path.is_file()}
     assert main(["train-teacher", *common, "--seeds", "2", "--parallel-seeds", "--output-dir",
                  str(tmp_path / "together")]) == 0
-    assert json.loads(capsys.readouterr().out) == together and not marker.exists()
+    assert json.loads(capsys.readouterr().out) == together
+    assert {path: path.stat().st_mtime_ns
+            for path in (tmp_path / "together").rglob("*") if path.is_file()} == saved

@@ -9,6 +9,7 @@ of that config (:mod:`smat.cli.flags`). `smat --help` shows these examples:
     smat train-student --teacher runs/teacher --explainers smat --size 500 --seed 0
     smat simulability --teacher runs/teacher --sizes 500 1000 --seeds 5 --explainers none smat
     smat explain texts.txt --model runs/teacher/model --explainers gradient attention_all
+    smat benchmark --model runs/teacher/model --explainers gradient attention_all random
     smat faithfulness --model runs/teacher/model --explainers gradient attention_all random
     smat agreement --model runs/teacher/model --explainers gradient attention_all random
     smat agreement --variant base runs/b/model --variant tying runs/t/model --explainers gradient
@@ -145,7 +146,7 @@ def _runtime(runtime: Any):
         return
     import jax
 
-    from smat.parallel import data_mesh, initialize_distributed
+    from smat.parallel import data_mesh, finish_distributed, initialize_distributed
 
     # The mesh first: multi-host start must precede anything that touches a backend, and
     # the cache is keyed by the backend's machine.
@@ -155,6 +156,7 @@ def _runtime(runtime: Any):
     with jax.set_mesh(data_mesh(runtime.devices)), progress_bars(not runtime.no_progress), \
             command_compile_cache(runtime.cache_flag):
         yield
+    finish_distributed()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

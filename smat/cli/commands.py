@@ -20,6 +20,7 @@ from typing import Any
 from smat.compile_cache import COMPILE_CACHE_ENV
 from smat.data.protocol import DataConfig
 from smat.jobs.attacks import AttackConfig
+from smat.jobs.benchmark import BenchmarkConfig
 from smat.jobs.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
 from smat.jobs.explain import ExplainConfig
 from smat.jobs.leakage import LeakageConfig
@@ -724,6 +725,37 @@ def leakage(config: Leakage) -> int:
 
 
 @command_config
+class Benchmark(ModelEvaluation):
+    """every explainer on every measure in one report (faithfulness, randomization,
+    leakage, agreement, seconds)
+
+    Attributes:
+      benchmark: the explainers and the measures.
+      output_dir: where benchmark.json, .md, .csv, .html and .png go.
+    """
+
+    benchmark: BenchmarkConfig
+    output_dir: str = "runs/benchmark"
+
+
+def benchmark(config: Benchmark) -> int:
+    from smat.jobs.benchmark import benchmark_report, benchmark_table, write_benchmark
+    from smat.store.model_store import load
+
+    settings = config.benchmark
+    texts = evaluation_texts(config.texts, settings.explain)
+    trained = load(config.model, precision=settings.explain.precision)
+    data = evaluation_rows(trained, texts, settings.explain.num_examples)
+    report = benchmark_report(trained, data, settings, progress=(
+        (lambda message: None) if config.runtime.no_progress
+        else (lambda message: print(f"benchmark: {message}", file=sys.stderr, flush=True))))
+    written = write_benchmark(report, config.output_dir)
+    print(benchmark_table(report))
+    print(f"report: {written['html']} (also .md, .json, .csv, .png)")
+    return 0
+
+
+@command_config
 class Plausibility:
     """agreement with human rationales (ERASER format)
 
@@ -942,6 +974,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("attack", Attack, attack),
     Command("plausibility", Plausibility, plausibility),
     Command("leakage", Leakage, leakage),
+    Command("benchmark", Benchmark, benchmark),
     Command("study build", StudyBuild, study_build),
     Command("study read", StudyRead, study_read),
     Command("study score", StudyScore, study_score),

@@ -230,6 +230,13 @@ def check_file_rows(trained: model_store.TrainedModel, data: Encoded, path: str)
                          "--texts or --groups beside it)")
 
 
+def require_classification(trained: model_store.TrainedModel, what: str) -> None:
+    """Raise ValueError unless `trained` classifies: `what` needs a predicted class."""
+    if trained.info["task"] != "classification":
+        raise ValueError(f"{what} read a predicted class: the model is a "
+                         f"{trained.info['task']} model")
+
+
 def check_model_and_rows(params, num_rows: int, explain: ExplainConfig) -> None:
     """Raise unless `params` are in ``explain.precision`` and `num_rows` is within
     ``explain.num_examples``: nothing the config asks for is silently left undone."""

@@ -17,7 +17,7 @@ import numpy as np
 
 from smat.data import Encoded
 from smat.evaluation.leakage import explanation_features, length_features, probe_accuracy
-from smat.jobs.explain import ExplainConfig, explain_data
+from smat.jobs.explain import ExplainConfig, explain_data, require_classification
 from smat.store import model_store
 
 __all__ = ["LeakageConfig", "leakage_report", "leakage_table"]
@@ -54,9 +54,7 @@ def leakage_report(trained: model_store.TrainedModel, data: Encoded,
       ValueError: a regression model (there is no class to read), or as
         :func:`smat.jobs.explain.explain_data`.
     """
-    if trained.info["task"] != "classification":
-        raise ValueError("the leakage probe reads a predicted class: the model is a "
-                         f"{trained.info['task']} model")
+    require_classification(trained, "the leakage probe's features")
     explained = explain_data(trained, data, config.explain)
     predictions = np.asarray(explained.predictions)
     mask = np.asarray(data.attention_mask) != 0

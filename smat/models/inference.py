@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from smat.data import Encoded, length_sorted_batches, padded_length, take
 from smat.models import functional
-from smat.parallel import resolve_mesh, shard_batch
+from smat.parallel import resolve_mesh, shard_batch, to_host
 
 _SHOW_PROGRESS = contextvars.ContextVar("smat_show_progress", default=False)
 
@@ -103,7 +103,7 @@ def map_batches(
     for rows, count in length_sorted_batches(data.attention_mask, batch_size=batch_size):
         full = take(data, rows)
         cut = full if length_multiple is None else trim_to_length(full, length_multiple)
-        values = jax.device_get(fn(_placed(cut, mesh), rows, _placed(full, mesh)))
+        values = to_host(fn(_placed(cut, mesh), rows, _placed(full, mesh)))
         for name, value in values.items():
             value = np.asarray(value)[:count]
             if name not in outputs:

@@ -24,6 +24,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from smat.parallel import is_primary
+
 
 class Restored(NamedTuple):
     """What :func:`restore` returns.
@@ -91,7 +93,10 @@ def save(path: str | Path, pytree: Any, *, metadata: Mapping[str, Any],
     if path.exists() and not overwrite:
         raise FileExistsError(f"checkpoint {path} exists; pass overwrite=True to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
+    # every process of a multi-process run writes its shards into the same folder, and
+    # process 0 alone moves it into place once all have written
+    tmp = path.parent / f".{path.name}.tmp-{_shared_token()}"
+    primary = is_primary()
     spec = {name: [list(shape), dtype] for name, (shape, dtype) in tree_spec(pytree).items()}
     try:
         _checkpointer().save(tmp, ocp.args.Composite(
@@ -99,17 +104,36 @@ def save(path: str | Path, pytree: Any, *, metadata: Mapping[str, Any],
             metadata=ocp.args.JsonSave(dict(metadata)),
             tree=ocp.args.JsonSave(spec),
         ))
-        if path.exists():
+        if primary and path.exists():
             old = path.parent / f".{path.name}.old-{uuid.uuid4().hex}"
             path.rename(old)
             tmp.rename(path)
             shutil.rmtree(old)
-        else:
+        elif primary:
             tmp.rename(path)
     finally:
-        if tmp.exists():
+        if primary and tmp.exists():
             shutil.rmtree(tmp)
+        _all_processes_reach(f"smat checkpoint {path}")
     return path
+
+
+def _shared_token() -> str:
+    """A fresh random name, the same in every process (process 0's)."""
+    token = uuid.uuid4().int % 2**62
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        token = int(multihost_utils.broadcast_one_to_all(np.int64(token)))
+    return f"{token:016x}"
+
+
+def _all_processes_reach(name: str) -> None:
+    """Wait until every process of a multi-process run gets here (no-op in one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
@@ -167,7 +191,11 @@ def restore(path: str | Path, *, target: Any = None) -> Restored:
     path = _existing(path)
     if target is not None:
         _check_target(path, target)
-        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), target)
+        # read onto this process's first device, whatever devices wrote it (a model
+        # trained over 8 GPUs loads on a laptop)
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=device), target)
         state_args = ocp.args.StandardRestore(abstract)
     else:
         state_args = ocp.args.StandardRestore()
@@ -217,8 +245,11 @@ def remove_resume_states(run_dir: str | Path) -> int:
     ``checkpoints/`` folder, keeping its metrics logs; returns the bytes freed. A finished
     run needs them no more: its result, model or learned explainer are saved apart."""
     freed = 0
-    for last in sorted(Path(run_dir, "checkpoints").rglob("last")):
-        if last.is_dir():
-            freed += sum(f.stat().st_size for f in last.rglob("*") if f.is_file())
-            shutil.rmtree(last)
+    _all_processes_reach(f"smat finished {run_dir}")  # none still reads them
+    if is_primary():
+        for last in sorted(Path(run_dir, "checkpoints").rglob("last")):
+            if last.is_dir():
+                freed += sum(f.stat().st_size for f in last.rglob("*") if f.is_file())
+                shutil.rmtree(last)
+    _all_processes_reach(f"smat removed {run_dir}")
     return freed

@@ -21,6 +21,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from smat.json_files import read_json
+from smat.parallel import is_primary
 
 
 def check_finite(
@@ -57,7 +58,8 @@ def mean_metrics(records: Sequence[Mapping[str, ArrayLike]]) -> dict[str, float]
 
 
 class MetricsWriter:
-    """Appends one JSON object per line to `path`; resumable without duplicate steps.
+    """Appends one JSON object per line to `path`; resumable without duplicate steps. In a
+    multi-process run only process 0 writes (every process logs the same global metrics).
 
     Args:
       path: the `.jsonl` file (its folder is created).
@@ -68,7 +70,8 @@ class MetricsWriter:
     def __init__(self, path: str | Path, *, resume_step: int | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if resume_step is not None and self.path.exists():
+        self.writes = is_primary()
+        if self.writes and resume_step is not None and self.path.exists():
             kept = [line for line in self.path.read_text().splitlines()
                     if line.strip() and json.loads(line).get("step", 0) <= resume_step]
             tmp = self.path.with_suffix(".tmp")
@@ -77,6 +80,8 @@ class MetricsWriter:
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append `record` as one line and flush it to disk."""
+        if not self.writes:
+            return
         with self.path.open("a") as f:
             f.write(json.dumps(dict(record), sort_keys=True) + "\n")
             f.flush()
@@ -86,7 +91,7 @@ def write_json_atomic(path: str | Path, payload: Any) -> None:
     """Write `payload` as indented JSON to `path` through a temporary file and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")  # processes of one run never share it
     tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
@@ -95,7 +100,7 @@ def write_arrays_atomic(path: str | Path, **arrays: ArrayLike) -> None:
     """Save named arrays as a compressed ``.npz`` through a temporary file and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     with tmp.open("wb") as f:
         np.savez_compressed(f, **arrays)
     os.replace(tmp, path)

@@ -1,0 +1,442 @@
+"""One report of every chosen explainer on every measure that applies (``smat benchmark``).
+
+Each explainer explains the rows once, timed twice over (the first call compiles and runs,
+the second only runs); every measure then reads those scores, so no explainer runs once
+per measure. The measures are those of the single evaluation commands, computed by the
+same functions on the same rows (a benchmark column equals the command's number):
+
+* comprehensiveness (higher is better) and sufficiency (lower is better): ERASER AOPC,
+  as ``smat faithfulness`` (:func:`smat.jobs.reports.faithfulness_of_scores`);
+* randomization similarity (lower is better): how much of an explanation survives
+  re-initialising every encoder block, Spearman of absolute scores, as the last step of
+  ``smat sanity --mode cascading`` (static explainers only);
+* leakage (lower is better): how well a probe reads the predicted class from an
+  explanation's positions and mass alone, as ``smat leakage``;
+* agreement (no better direction): mean Spearman correlation with the other explainers, as
+  ``smat agreement`` (one model).
+
+:data:`MEASURES` lists them by name, with their direction.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import html
+import io
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from smat import registry
+from smat.data import Encoded
+from smat.evaluation.agreement import agreement_matrix
+from smat.evaluation.leakage import explanation_features, probe_accuracy
+from smat.jobs.explain import ExplainConfig, explain_data, require_classification
+from smat.jobs.reports import DEFAULT_BINS, faithfulness_of_scores
+from smat.jobs.sanity import SanityConfig, sanity_report
+from smat.store import model_store
+from smat.store.run_log import write_json_atomic
+
+__all__ = ["EVALUATORS", "MEASURES", "BenchmarkConfig", "Measure", "benchmark_report", "benchmark_table",
+           "best_per_measure", "write_benchmark"]
+
+Scores = Mapping[str, np.ndarray]
+Cell = dict[str, float] | None  # {"mean", and where the measure has one "low", "high"}
+
+
+class Explained(NamedTuple):
+    """What every measure reads: the model, its rows, each explainer's scores of them and
+    the model's predicted classes."""
+
+    trained: model_store.TrainedModel
+    data: Encoded
+    scores: Scores
+    predictions: np.ndarray
+
+
+class Measure(NamedTuple):
+    """A column of the benchmark: its direction ("higher", "lower", "zero": closer to 0,
+    or "neither" is better), what it says, and the evaluator (:data:`EVALUATORS`) that
+    computes it."""
+
+    direction: str
+    description: str
+    evaluator: str
+
+
+Evaluator = Callable[[Explained, "BenchmarkConfig"], dict[str, dict[str, Cell]]]
+"""explainer -> measure -> cell (None where the measure does not apply)."""
+
+
+def _faithfulness(inputs: Explained, config: BenchmarkConfig) -> dict[str, dict[str, Cell]]:
+    report = faithfulness_of_scores(inputs.trained, inputs.data, inputs.scores,
+                                    bins=config.bins, batch_size=config.explain.batch_size,
+                                    length_multiple=config.explain.length_multiple)
+    return {name: {measure: r[measure] for measure in ("comprehensiveness", "sufficiency")}
+            for name, r in report["explainers"].items()}
+
+
+def _randomization(inputs: Explained, config: BenchmarkConfig) -> dict[str, dict[str, Cell]]:
+    result: dict[str, dict[str, Cell]] = {}
+    steps = inputs.trained.model.encoder.config.num_layers + 1  # the cascade's models
+    for name in inputs.scores:
+        if not registry.is_static(name):
+            result[name] = {"randomization_similarity": None}
+            continue
+        # one explainer at a time, the rows per call divided among the cascade's models:
+        # every model of the cascade is explained in one vmapped call
+        explain = dataclasses.replace(config.explain, explainers=(name,),
+                                      batch_size=max(1, config.explain.batch_size // steps))
+        report = sanity_report(inputs.trained, inputs.data,
+                               SanityConfig(mode="cascading", explain=explain))
+        result[name] = {"randomization_similarity":
+                        report["explainers"][name]["spearman_abs"][-1]}
+    return result
+
+
+def _leakage(inputs: Explained, config: BenchmarkConfig) -> dict[str, dict[str, Cell]]:
+    mask = np.asarray(inputs.data.attention_mask) != 0
+    return {name: {"leakage": {"mean": probe_accuracy(explanation_features(
+        values, mask[:, :values.shape[1]], bins=config.leakage_bins), inputs.predictions,
+        folds=config.leakage_folds)["accuracy"]}} for name, values in inputs.scores.items()}
+
+
+def _agreement(inputs: Explained, config: BenchmarkConfig) -> dict[str, dict[str, Cell]]:
+    if len(inputs.scores) < 2:
+        return {name: {"agreement": None} for name in inputs.scores}
+    data = inputs.data
+    mask = np.asarray(data.attention_mask) * ~np.asarray(data.special_tokens_mask)
+    matrix = agreement_matrix(dict(inputs.scores), mask, metric="spearman").values
+    others = ~np.eye(len(inputs.scores), dtype=bool)
+    return {name: {"agreement": {"mean": float(np.nanmean(matrix[i][others[i]]))}}
+            for i, name in enumerate(inputs.scores)}
+
+
+EVALUATORS: dict[str, Evaluator] = {"faithfulness": _faithfulness,
+                                    "sanity": _randomization,
+                                    "leakage": _leakage,
+                                    "agreement": _agreement}
+"""Each evaluation the benchmark runs, once, for the measures it gives."""
+
+MEASURES: dict[str, Measure] = {
+    "comprehensiveness": Measure("higher", "ERASER AOPC: probability lost when the top "
+                                 "tokens are masked", "faithfulness"),
+    "sufficiency": Measure("lower", "ERASER AOPC: probability lost when only the top "
+                           "tokens are kept", "faithfulness"),
+    "randomization_similarity": Measure(
+        "zero", "Spearman correlation of absolute scores between the trained model's "
+        "explanation and that of the model with every block re-initialised (static "
+        "explainers): 0 when the explanation depends on the trained weights alone; either "
+        "sign means it keeps structure the weights do not give", "sanity"),
+    "leakage": Measure("lower", "cross-validated accuracy of a probe reading the predicted "
+                       "class from the explanation's positions and mass alone", "leakage"),
+    "agreement": Measure("neither", "mean Spearman correlation with the other explainers",
+                         "agreement"),
+}
+"""The benchmark's measures, in the report's column order."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchmarkConfig:
+    """Settings of a benchmark report (:func:`benchmark_report`).
+
+    Attributes:
+      measures: which of :data:`MEASURES` run (default: all).
+      bins: comprehensiveness / sufficiency: the fractions of tokens removed or kept.
+      leakage_bins: leakage: the probe's position bins.
+      leakage_folds: leakage: the probe's cross-validation folds.
+      explain: which explainers run and how (ExplainConfig); learned explainers as their
+        folders, explanations computed elsewhere as their files.
+    """
+
+    measures: tuple[str, ...] = dataclasses.field(
+        default=tuple(MEASURES), metadata={"choices": tuple(MEASURES)})
+    bins: tuple[float, ...] = DEFAULT_BINS
+    leakage_bins: int = 8
+    leakage_folds: int = 5
+    explain: ExplainConfig
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.measures if m not in MEASURES]
+        if unknown or not self.measures:
+            raise ValueError(f"--measures: unknown {unknown}; choose from {list(MEASURES)}")
+
+
+def _timed_explanations(trained: model_store.TrainedModel, data: Encoded,
+                        explain: ExplainConfig, progress: Callable[[str], None]):
+    """Each explainer's scores of `data` and its seconds: the first call's minus the
+    second's (compiling), and the second's (running compiled programs)."""
+    scores: dict[str, np.ndarray] = {}
+    seconds: dict[str, dict[str, float]] = {}
+    predictions = None
+    for explainer in explain.explainers:
+        alone = dataclasses.replace(explain, explainers=(explainer,))
+        progress(f"explaining with {explainer}")
+        times = []
+        for _ in range(2):
+            start = time.perf_counter()
+            explained = explain_data(trained, data, alone)
+            times.append(time.perf_counter() - start)
+        (name, values), = explained.scores.items()
+        scores[name] = values
+        seconds[name] = {"compile": round(max(times[0] - times[1], 0.0), 3),
+                         "run": round(times[1], 3)}
+        predictions = explained.predictions
+    return scores, seconds, predictions
+
+
+def benchmark_report(trained: model_store.TrainedModel, data: Encoded,
+                     config: BenchmarkConfig, *,
+                     progress: Callable[[str], None] = lambda message: None
+                     ) -> dict[str, Any]:
+    """Every measure of `config` for every explainer, on the rows of `data`.
+
+    Returns:
+      ``{"measures": {name: {"direction", "description"}}, "explainers": {name: {measure:
+      {"mean", "low", "high"} or None (does not apply), "seconds": {"compile", "run"}}},
+      "best": {measure: [explainers]}, "explainer_order", "num_examples", "settings",
+      "wall_seconds"}``;
+      the settings' "measures" and "explainer_order" keep the table's order (a JSON file
+      sorts its keys).
+
+    Raises:
+      ValueError: a regression model (the measures read a predicted class), or as
+        :func:`smat.jobs.explain.explain_data`.
+    """
+    require_classification(trained, "the benchmark's measures")
+    began = time.perf_counter()
+    scores, seconds, predictions = _timed_explanations(trained, data, config.explain, progress)
+    inputs = Explained(trained, data, scores, np.asarray(predictions))
+    explainers: dict[str, dict[str, Any]] = {name: {} for name in scores}
+    for evaluator in dict.fromkeys(MEASURES[m].evaluator for m in config.measures):
+        progress(f"evaluating {evaluator}")
+        for name, cells in EVALUATORS[evaluator](inputs, config).items():
+            explainers[name].update({m: cell for m, cell in cells.items()
+                                     if m in config.measures})
+    for name in explainers:
+        explainers[name]["seconds"] = seconds[name]
+    settings = {"measures": list(config.measures), "bins": list(config.bins),
+                "leakage_bins": config.leakage_bins, "leakage_folds": config.leakage_folds,
+                "ig_steps": config.explain.ig_steps, "batch_size": config.explain.batch_size,
+                "precision": config.explain.precision}
+    report = {"measures": {m: {"direction": MEASURES[m].direction,
+                               "description": MEASURES[m].description}
+                           for m in config.measures},
+              "explainers": explainers, "explainer_order": list(explainers),
+              "num_examples": int(len(data.labels)),
+              "settings": settings}
+    report["best"] = best_per_measure(report)
+    report["wall_seconds"] = round(time.perf_counter() - began, 1)
+    return report
+
+
+def best_per_measure(report: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per measure with a direction, the explainers whose mean is best (ties all)."""
+    best = {}
+    for measure, about in report["measures"].items():
+        if about["direction"] == "neither":
+            continue
+        values = {name: r[measure]["mean"] for name, r in report["explainers"].items()
+                  if r.get(measure) is not None and not math.isnan(r[measure]["mean"])}
+        if values:
+            distance = _DISTANCE[about["direction"]]
+            target = min(distance(v) for v in values.values())
+            best[measure] = [name for name, v in values.items() if distance(v) == target]
+    return best
+
+
+_ARROWS = {"higher": "↑", "lower": "↓", "zero": "→0", "neither": ""}
+_DISTANCE: dict[str, Callable[[float], float]] = {
+    "higher": lambda v: -v, "lower": lambda v: v, "zero": abs}
+"""How far a value is from the best, by a measure's direction (smaller is better)."""
+
+
+def _cell_text(cell: Cell) -> str:
+    if cell is None:
+        return "n/a"
+    text = f"{cell['mean']:.3f}"
+    if "low" in cell:
+        text += f" [{cell['low']:.3f}, {cell['high']:.3f}]"
+    return text
+
+
+def _order(report: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The report's measures and explainers in the order they were asked for."""
+    return report["settings"]["measures"], report["explainer_order"]
+
+
+def _rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the table (best cells marked with *)."""
+    measures, names = _order(report)
+    header = (["explainer"] + [f"{m} {_ARROWS[report['measures'][m]['direction']]}".strip()
+                               for m in measures] + ["compile s", "run s"])
+    rows = []
+    for name in names:
+        r = report["explainers"][name]
+        cells = [_cell_text(r[m]) + (" *" if name in report["best"].get(m, ()) else "")
+                 for m in measures]
+        rows.append([name, *cells, f"{r['seconds']['compile']:.2f}",
+                     f"{r['seconds']['run']:.2f}"])
+    return header, rows
+
+
+def benchmark_table(report: Mapping[str, Any]) -> str:
+    """Markdown: explainers x measures (mean [95% CI] where the measure has one), the best
+    per measure starred, then each explainer's seconds."""
+    header, rows = _rows(report)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines.append("")
+    lines.append(f"{report['num_examples']} rows; ↑ higher is better, ↓ lower is better, "
+                 "→0 closer to zero is better, "
+                 "* the best of a column; n/a: the measure does not apply to the explainer. "
+                 "Seconds: compiling, then running the compiled explainer over the rows.")
+    if "wall_seconds" in report:
+        lines.append(f"The whole report: {report['wall_seconds'] / 60:.1f} min.")
+    return "\n".join(lines)
+
+
+def _goodness(report: Mapping[str, Any], measure: str) -> dict[str, float]:
+    """Per explainer, 0 (worst of the column) to 1 (best), by the measure's direction."""
+    direction = report["measures"][measure]["direction"]
+    values = {name: r[measure]["mean"] for name, r in report["explainers"].items()
+              if r.get(measure) is not None and not math.isnan(r[measure]["mean"])}
+    if direction == "neither" or not values:
+        return {}
+    distance = {name: _DISTANCE[direction](v) for name, v in values.items()}
+    low, high = min(distance.values()), max(distance.values())
+    span = (high - low) or 1.0
+    return {name: (high - d) / span for name, d in distance.items()}
+
+
+def benchmark_html(report: Mapping[str, Any]) -> str:
+    """The table as a page: each measure's cells shaded from white (the column's worst) to
+    green (its best) by the measure's direction; a legend says so."""
+    header, rows = _rows(report)
+    measures, names = _order(report)
+    shades = {m: _goodness(report, m) for m in measures}
+    head = "".join(f"<th title='{html.escape(report['measures'][m]['description'])}'>"
+                   f"{html.escape(text)}</th>" if m else f"<th>{html.escape(text)}</th>"
+                   for m, text in zip([None, *measures, None, None], header, strict=True))
+    body = []
+    for name, row in zip(names, rows, strict=True):
+        cells = [f"<td>{html.escape(row[0])}</td>"]
+        for measure, text in zip(measures, row[1:-2], strict=True):
+            g = shades[measure].get(name)
+            style = (f" style='background: rgba(46, 139, 87, {0.08 + 0.5 * g:.2f})'"
+                     if g is not None else "")
+            cells.append(f"<td{style}>{html.escape(text)}</td>")
+        cells += [f"<td>{html.escape(text)}</td>" for text in row[-2:]]
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    better = {"higher": "higher is better", "lower": "lower is better",
+              "zero": "closer to zero is better", "neither": "no better direction: not shaded"}
+    legend = "".join(f"<li><b>{html.escape(m)}</b> ({better[about['direction']]}): "
+                     f"{html.escape(about['description'])}</li>"
+                     for m, about in ((m, report["measures"][m]) for m in measures))
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>smat benchmark</title>
+<style>body {{ font-family: sans-serif; margin: 2em; }} table {{ border-collapse: collapse; }}
+td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-space: nowrap; }}
+td:first-child, th:first-child {{ text-align: left; }} li {{ margin: 0.2em 0; }}</style>
+</head><body><h1>smat benchmark</h1>
+<p>{report['num_examples']} rows. Shade: from white (the column's worst) to green (its best),
+by each measure's direction; * marks the best; n/a: the measure does not apply.</p>
+<table><tr>{head}</tr>{''.join(body)}</table><ul>{legend}
+<li><b>compile s, run s</b>: seconds to compile each explainer, then to run it over the
+rows.</li></ul></body></html>
+"""
+
+
+def benchmark_csv(report: Mapping[str, Any]) -> str:
+    """One row per explainer: each measure's mean, low and high, then the seconds."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    measures, names = _order(report)
+    writer.writerow(["explainer", *(f"{m}_{part}" for m in measures
+                                    for part in ("mean", "low", "high")),
+                     "compile_seconds", "run_seconds"])
+    for name in names:
+        r = report["explainers"][name]
+        values = []
+        for m in measures:
+            cell = r.get(m) or {}
+            values += [cell.get(part, "") for part in ("mean", "low", "high")]
+        writer.writerow([name, *values, r["seconds"]["compile"], r["seconds"]["run"]])
+    return out.getvalue()
+
+
+def benchmark_png(report: Mapping[str, Any], path: str | Path) -> Path:
+    """The table as an image, shaded as :func:`benchmark_html`."""
+    from matplotlib.figure import Figure
+
+    header, rows = _rows(report)
+    measures, names = _order(report)
+    colours = []
+    for name in names:
+        shades = [_goodness(report, m).get(name) for m in measures]
+        colours.append(["white"] + [(0.18, 0.55, 0.34, 0.08 + 0.5 * g) if g is not None
+                                    else "white" for g in shades] + ["white", "white"])
+    figure = Figure(figsize=(1.0 + 1.6 * len(header), 0.6 + 0.35 * (len(rows) + 1)))
+    axes = figure.add_subplot()
+    axes.set_axis_off()
+    table = axes.table(cellText=rows, colLabels=header, cellColours=colours, loc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    table.auto_set_column_width(list(range(len(header))))
+    path = Path(path)
+    figure.savefig(path, dpi=150, bbox_inches="tight")
+    return path
+
+
+def write_benchmark(report: Mapping[str, Any], output_dir: str | Path) -> dict[str, str]:
+    """``benchmark.json``, ``.md``, ``.csv``, ``.html`` and ``.png`` in `output_dir`."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(output_dir / "benchmark.json", report)
+    written = {"json": output_dir / "benchmark.json"}
+    for kind, text in (("md", benchmark_table(report) + "\n"), ("csv", benchmark_csv(report)),
+                       ("html", benchmark_html(report))):
+        written[kind] = output_dir / f"benchmark.{kind}"
+        written[kind].write_text(text)
+    written["png"] = benchmark_png(report, output_dir / "benchmark.png")
+    return {kind: str(path) for kind, path in written.items()}
+
+
+def benchmark(model: str | Path, *, explainers: Sequence[str],
+              texts: Sequence[str] | None = None, measures: Sequence[str] = tuple(MEASURES),
+              num_examples: int | None = 100, output_dir: str | Path | None = None,
+              **explain_settings: Any) -> dict[str, Any]:
+    """The benchmark of a saved model's explainers in one call (``smat.benchmark``).
+
+    Args:
+      model: a model folder (``smat train-teacher``'s ``model``).
+      explainers: registry names, learned explainers' folders, or files of explanations.
+      texts: the texts to explain (default: the model's held-out test rows).
+      measures: which of :data:`MEASURES`.
+      num_examples: the first N rows (None: all).
+      output_dir: if given, where :func:`write_benchmark` writes the report.
+      **explain_settings: further :class:`smat.jobs.explain.ExplainConfig` fields
+        (``ig_steps``, ``batch_size``, ...).
+
+    Returns:
+      the report of :func:`benchmark_report`.
+    """
+    from smat.jobs.reports import held_out_split
+
+    explain = ExplainConfig(explainers=tuple(map(str, explainers)), num_examples=num_examples,
+                            **explain_settings)
+    config = BenchmarkConfig(measures=tuple(measures), explain=explain)
+    trained = model_store.load(model, precision=explain.precision)
+    if texts is None:
+        data = held_out_split(trained, num_examples=num_examples)
+    else:
+        data = model_store.encode_texts(trained, list(texts)[:num_examples], job="benchmark")
+    report = benchmark_report(trained, data, config)
+    if output_dir is not None:
+        write_benchmark(report, output_dir)
+    return report
