@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import json
 import os
 import signal
@@ -41,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results" / "smat_table1_sst2"
 RUNS = ROOT / "runs" / "smat_evidence_sst2"
 PAUSE = ROOT / "runs" / "evidence_pause"
+LOCK = ROOT / "runs" / "evidence_queue.lock"
 RUNNING = RUNS / "running.json"
 DRIVER = ROOT / "experiments" / "smat_table1.py"
 SEEDS = (0, 1, 2, 3, 4)
@@ -262,7 +264,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         done = sum(state.startswith("done") for _, state in rows)
         print(f"{done} of {len(rows)} cells done")
         return
-    run(cells, data_dir=args.data_dir, limit_kb=int(args.limit_gb * 1e6))
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with LOCK.open("a+") as lock:
+        try:  # two queues would train the same cell into the same folders
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise SystemExit(f"another evidence queue is running (pid {lock.read().strip()}); "
+                             f"pause it with `touch {PAUSE}`") from None
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        run(cells, data_dir=args.data_dir, limit_kb=int(args.limit_gb * 1e6))
 
 
 if __name__ == "__main__":

@@ -61,3 +61,20 @@ def test_a_committed_cell_is_never_trained_again(tmp_path, monkeypatch):
     monkeypatch.setattr(queue, "run_driver", lambda *args, **kwargs: trained.append(args))
     queue.run([cell], data_dir="data", limit_kb=1)
     assert trained == []
+
+
+def test_a_second_queue_is_refused_while_one_runs(tmp_path, monkeypatch, capsys):
+    import fcntl
+
+    import pytest
+
+    monkeypatch.setattr(queue, "LOCK", tmp_path / "queue.lock")
+    monkeypatch.setattr(queue, "run", lambda *args, **kwargs: None)
+    with (tmp_path / "queue.lock").open("w") as held:  # the queue already running
+        held.write("4242")
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(SystemExit, match="another evidence queue is running \\(pid 4242\\)"):
+            queue.main(["run"])
+    queue.main(["run"])  # once it has ended, the next one starts
+    assert (tmp_path / "queue.lock").read_text() == str(os.getpid())
