@@ -50,7 +50,8 @@ def _commands(page: str) -> list[list[str]]:
     return commands
 
 
-@pytest.mark.parametrize("page", ("README.md", "docs/tutorial.md", "docs/command_line.md"))
+@pytest.mark.parametrize("page", ("README.md", "docs/tutorial.md", "docs/command_line.md",
+                                  "docs/which_explainer.md"))
 def test_every_command_shown_parses(page):
     commands = _commands(page)
     assert commands, f"{page} shows no smat command"
