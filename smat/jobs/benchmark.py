@@ -42,8 +42,9 @@ from smat.jobs.sanity import SanityConfig, sanity_report
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic
 
-__all__ = ["EVALUATORS", "MEASURES", "BenchmarkConfig", "Measure", "benchmark_report", "benchmark_table",
-           "best_per_measure", "write_benchmark"]
+__all__ = ["EVALUATORS", "MEASURES", "BenchmarkConfig", "Explained", "Measure", "benchmark",
+           "benchmark_csv", "benchmark_html", "benchmark_png", "benchmark_report",
+           "benchmark_table", "best_per_measure", "write_benchmark"]
 
 Scores = Mapping[str, np.ndarray]
 Cell = dict[str, float] | None  # {"mean", and where the measure has one "low", "high"}
