@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from command_line import command_runtime
 
+from smat.cli.experiment import command_runtime
 from smat.evaluation.simulability import paired_seed_comparison, simulability_table
 from smat.jobs.demo import DEMO_DATA, DEMO_EXPLAINERS, DEMO_SIZE, DEMO_STUDENT, DEMO_TEACHER
 from smat.jobs.grid import run_grid
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--output-dir", default="runs/demo_search")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    with command_runtime(parser):
+    with command_runtime(parser, driver=__file__):
         run(args.candidates, output_dir=args.output_dir, progress=not args.no_progress,
             settings=args.settings)
     print((Path(args.output_dir) / "table.md").read_text())

@@ -60,8 +60,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from command_line import command_runtime
 
+from smat.cli.experiment import command_runtime, data_dir_or_hub
 from smat.data import take
 from smat.data.protocol import DataConfig
 from smat.jobs.agreement_study import agreement_comparison, comparison_tables
@@ -241,15 +241,16 @@ def tables(summary: dict[str, Any], config: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=("paper", "cpu", "smoke"), default="cpu")
-    parser.add_argument("--data-dir", required=True,
-                        help="folder with SST-2's train.tsv (data/sst2_glue)")
+    parser.add_argument("--data-dir", default=None,
+                        help="folder with SST-2's train.tsv (default: GLUE SST-2 from the "
+                             "Hugging Face Hub, converted once into the data cache)")
     parser.add_argument("--output-dir", default=None, help="default runs/jukic_<variant>")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     args = parser.parse_args(argv)
     output_dir = args.output_dir or f"runs/jukic_{args.variant}"
-    with command_runtime(parser):
-        summary = run(args.variant, data_dir=args.data_dir, output_dir=output_dir,
-                      progress=not args.no_progress)
+    with command_runtime(parser, driver=__file__):
+        summary = run(args.variant, data_dir=data_dir_or_hub(args.data_dir, "sst2_glue"),
+                      output_dir=output_dir, progress=not args.no_progress)
     print((Path(output_dir) / "table.md").read_text())
     print(f"{summary['seconds_total']} s")
 

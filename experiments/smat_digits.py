@@ -34,22 +34,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from command_line import command_runtime, parse_variant_args, variant_parser
-from smat_table1 import comparisons_table, paired_comparisons, per_student_table, plot_figure5
 
+from smat.cli.experiment import command_runtime, parse_variant_args, variant_parser
 from smat.data.protocol import DataConfig
-from smat.evaluation.simulability import plot_simulability, simulability_table
-from smat.jobs.grid import run_grid
+from smat.jobs.experiment import ExperimentConfig, run_experiment
 from smat.jobs.teacher_run import run_teacher
 from smat.models import ModelSource
 from smat.store.run_log import write_json_atomic
-from smat.training.loop import LoopConfig
+from smat.training.loop import LoopConfig, with_loop
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
 
@@ -70,28 +67,45 @@ STUDENT = StudentTrainConfig(inner_learning_rate=0.1, loop=LoopConfig(
     batch_size=16, max_epochs=100, patience=10, parallel_seeds=True))
 
 
-def get_config(variant: str) -> dict[str, Any]:
-    """The data split, teacher and student grid of one variant (one of :data:`VARIANTS`).
+@dataclasses.dataclass(frozen=True)
+class DigitsVariant:
+    """One variant: the experiment over the digits, and the rotation pretext before it.
+
+    Attributes:
+      experiment: the teacher (on the pretext encoder), students and report.
+      pretext: how the ViT trains from scratch on the rotations.
+      images: how many digits are used (None: all 1,797).
+    """
+
+    experiment: ExperimentConfig
+    pretext: TeacherTrainConfig
+    images: int | None = None
+
+
+def get_config(variant: str, *, output_dir: str | Path) -> DigitsVariant:
+    """One variant (of :data:`VARIANTS`), whose data and pretext model lie in `output_dir`.
 
     Raises:
       ValueError: an unknown variant.
     """
+    output_dir = Path(output_dir)
+    data = DataConfig(source=str(output_dir / "data" / "digits.npz"), modality="image")
+    cpu = DigitsVariant(experiment=ExperimentConfig(
+        data=dataclasses.replace(data, student_validation_size=200, student_test_size=400),
+        model=ModelSource(encoder=str(output_dir / "pretext" / "model"), pooling="cls"),
+        teacher=TEACHER, student=STUDENT, sizes=(60, 120, 240), seeds=(0, 1, 2, 3, 4),
+        explainers=("none", "attention_all", "smat"), task="digits"), pretext=PRETEXT)
     if variant == "cpu":
-        return {"split": {"student_validation_size": 200, "student_test_size": 400},
-                "images": None, "teacher": TEACHER, "pretext": PRETEXT, "sizes": [60, 120, 240],
-                "seeds": [0, 1, 2, 3, 4], "explainers": ["none", "attention_all", "smat"],
-                "student": STUDENT}
+        return cpu
     if variant == "smoke":
-        return {"split": {"student_validation_size": 32, "student_test_size": 64},
-                "images": 300,
-                "teacher": dataclasses.replace(TEACHER, warmup_steps=5, loop=LoopConfig(
-                    batch_size=32, max_epochs=2, patience=1)),
-                "pretext": dataclasses.replace(TEACHER, warmup_steps=5, loop=LoopConfig(
-                    batch_size=32, max_epochs=1, patience=1)),
-                "sizes": [32], "seeds": [0, 1],
-                "explainers": ["none", "attention_all", "smat"],
-                "student": dataclasses.replace(STUDENT, loop=dataclasses.replace(
-                    STUDENT.loop, max_epochs=1, patience=1))}
+        short = LoopConfig(batch_size=32, max_epochs=1, patience=1)
+        return DigitsVariant(experiment=dataclasses.replace(
+            cpu.experiment,
+            data=dataclasses.replace(data, student_validation_size=32, student_test_size=64),
+            teacher=dataclasses.replace(TEACHER, warmup_steps=5,
+                                        loop=dataclasses.replace(short, max_epochs=2)),
+            student=with_loop(STUDENT, max_epochs=1, patience=1), sizes=(32,), seeds=(0, 1)),
+            pretext=dataclasses.replace(TEACHER, warmup_steps=5, loop=short), images=300)
     raise ValueError(f"unknown variant {variant!r}; choose from {list(VARIANTS)}")
 
 
@@ -122,69 +136,25 @@ def write_vit_config(folder: Path) -> Path:
 
 
 def run(variant: str, *, output_dir: str | Path, progress: bool = True) -> dict[str, Any]:
-    """Write the data and the ViT's config, train (or reuse) the teacher and every student;
-    write the table and figures. Returns the summary written to ``results.json``."""
-    config = get_config(variant)
+    """Write the data and the ViT's config, train (or reuse) the pretext model, the teacher
+    and every student; write the table and figures. Returns the summary written to
+    ``results.json``."""
     output_dir = Path(output_dir)
-    digits, rotations = write_digits(output_dir / "data", limit=config["images"])
-    data = DataConfig(source=str(digits), modality="image", **config["split"])
-    pretext_data = DataConfig(source=str(rotations), modality="image", teacher_fraction=0.9,
-                              **config["split"])
+    config = get_config(variant, output_dir=output_dir)
+    experiment = config.experiment
+    _, rotations = write_digits(output_dir / "data", limit=config.images)
+    pretext_data = dataclasses.replace(experiment.data, source=str(rotations),
+                                       teacher_fraction=0.9)
     scratch = ModelSource(encoder=str(write_vit_config(output_dir / "vit")), pooling="cls",
                           from_scratch=True)
-    model = ModelSource(encoder=str(output_dir / "pretext" / "model"), pooling="cls")
-    write_json_atomic(output_dir / "config.json", {
-        "variant": variant, "data": data.settings(), "pretext_data": pretext_data.settings(),
-        "model": scratch.settings(), "pretext": dataclasses.asdict(config["pretext"]),
-        "teacher": dataclasses.asdict(config["teacher"]),
-        "student": dataclasses.asdict(config["student"]),
-        **{key: config[key] for key in ("sizes", "seeds", "explainers")}})
-    start = time.perf_counter()
-    (pretext,) = run_teacher(data=pretext_data, train=config["pretext"], model=scratch,
+    (pretext,) = run_teacher(data=pretext_data, train=config.pretext, model=scratch,
                              output_dir=output_dir / "pretext", progress=progress)
-    teacher, records = teacher_and_students(config, data, model, output_dir, progress)
-    summary = write_report(output_dir, variant=variant, teacher=teacher, records=records,
-                           task="digits", start=start)
+    summary = run_experiment(experiment, variant=variant, output_dir=output_dir,
+                             progress=progress, recorded={
+                                 "pretext_data": pretext_data.settings(),
+                                 "pretext_model": scratch.settings(),
+                                 "pretext": dataclasses.asdict(config.pretext)})
     summary["pretext_test"] = pretext["test"]
-    write_json_atomic(output_dir / "results.json", summary)
-    return summary
-
-
-def teacher_and_students(config: dict[str, Any], data: DataConfig, model: ModelSource,
-                         output_dir: Path, progress: bool) -> tuple[dict[str, Any], list]:
-    """Train (or reuse) the teacher under ``output_dir/teacher`` and the students of
-    `config`'s grid under ``output_dir/students``; returns the teacher's record and the
-    students'."""
-    teacher_dir = output_dir / "teacher"
-    (teacher,) = run_teacher(data=data, train=config["teacher"], output_dir=teacher_dir,
-                             model=model, progress=progress)
-    records = run_grid(teacher_dir, sizes=config["sizes"], explainers=config["explainers"],
-                       seeds=config["seeds"], student=config["student"],
-                       output_dir=output_dir / "students", progress=progress)
-    return teacher, records
-
-
-def write_report(output_dir: Path, *, variant: str, teacher: dict[str, Any],
-                 records: list[dict[str, Any]], task: str,
-                 start: float, paper: str = "") -> dict[str, Any]:
-    """An image simulability grid's ``table.md`` (measured, paired over seeds, steps, and
-    the `paper`'s table when given), ``simulability.png``, the median SMaT student's
-    ``head_weights.png`` and ``results.json``; returns the summary written there."""
-    table = simulability_table(records)
-    plot_simulability(records, output_dir / "simulability.png")
-    figure5 = plot_figure5(records, output_dir / "head_weights.png", task=task)
-    comparisons = paired_comparisons(records)
-    text = (f"Teacher test accuracy {100 * teacher['test']['accuracy']:.2f}%.\n\n"
-            f"Measured ({variant}):\n\n{table}\n\n"
-            f"Paired over seeds (one-sided Wilcoxon signed-rank, one trained student per "
-            f"seed):\n\n{comparisons_table(comparisons)}\n\nTraining steps per student "
-            f"(median [min:max]):\n\n{per_student_table(records)}\n"
-            + (f"\nPaper:\n\n{paper}\n" if paper else ""))
-    (output_dir / "table.md").write_text(text)
-    summary = {"variant": variant, "table": table, "teacher_test": teacher["test"],
-               "teacher_steps": teacher["steps"], "records": records,
-               "figure_seed": figure5.get("figure5_seed"), "paired_over_seeds": comparisons,
-               "seconds_this_call": round(time.perf_counter() - start, 1)}
     write_json_atomic(output_dir / "results.json", summary)
     return summary
 
@@ -192,7 +162,7 @@ def write_report(output_dir: Path, *, variant: str, teacher: dict[str, Any],
 def main(argv: Sequence[str] | None = None) -> None:
     parser = variant_parser(__doc__, name="smat_digits", variants=VARIANTS)
     args = parse_variant_args(parser, argv)
-    with command_runtime(parser):
+    with command_runtime(parser, driver=__file__):
         summary = run(args.variant, output_dir=args.output_dir, progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())
     print(json.dumps({"seconds_this_call": summary["seconds_this_call"]}))

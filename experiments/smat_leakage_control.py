@@ -28,9 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from command_line import command_runtime
-from smat_table1_cells import cells_report, check_one_teacher, joined_records
-
+from smat.cli.experiment import command_runtime
+from smat.jobs.simulability_report import cells_report, check_one_teacher, joined_records
 from smat.json_files import read_json
 from smat.store.run_log import write_json_atomic
 
@@ -88,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--output-dir", default="runs/smat_leakage_control",
                         help="results folder (default runs/smat_leakage_control)")
     args = parser.parse_args(argv)
-    with command_runtime(parser, resumes=False):
+    with command_runtime(parser, driver=__file__, resumes=False):
         run(args.control, args.cells, output_dir=args.output_dir)
     print((Path(args.output_dir) / "table.md").read_text())
 

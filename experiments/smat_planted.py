@@ -67,10 +67,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from command_line import command_runtime
 from flax import nnx
 
 from smat import explainers
+from smat.cli.experiment import command_runtime
 from smat.evaluation.statistics import format_median_iqr
 from smat.json_files import read_json
 from smat.models import SequenceClassifier, TextConfig, functional
@@ -833,7 +833,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     variant = "smoke" if args.smoke else args.variant
     output_dir = args.output_dir or f"runs/smat_planted_{variant}"
-    with command_runtime(parser):
+    with command_runtime(parser, driver=__file__):
         run(variant, output_dir=output_dir, arms=args.arms)
     print((Path(output_dir) / "table.md").read_text())
 

@@ -30,11 +30,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from command_line import command_runtime, earlier_run_file
-from smat_table1 import diagnostics_table, paired_comparisons, smat_diagnostics
-
+from smat.cli.experiment import command_runtime, earlier_run_file
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline
 from smat.jobs.grid import run_grid
+from smat.jobs.simulability_report import diagnostics_table, paired_comparisons, smat_diagnostics
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig, with_loop
 from smat.training.scaffold import ScaffoldConfig
@@ -163,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--output-dir", default="runs/smat_sweep")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     args = parser.parse_args(argv)
-    with command_runtime(parser):
+    with command_runtime(parser, driver=__file__):
         summary = run(args.table1, size=args.size, output_dir=args.output_dir,
                       names=args.changes, explainers=args.explainers,
                       progress=not args.no_progress)

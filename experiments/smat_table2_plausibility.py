@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from command_line import command_runtime, earlier_run_file
-from smat_table1 import median_record
 
+from smat.cli.experiment import command_runtime, data_dir_or_hub, earlier_run_file
 from smat.data import load_eraser
 from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import head_plausibility, plausibility_report
+from smat.jobs.simulability_report import median_record
 from smat.store import model_store
 from smat.store.render import plot_head_weights
 from smat.store.run_log import write_json_atomic
@@ -93,8 +93,9 @@ def run(table1_dir: str | Path, data_dir: str | Path, *, output_dir: str | Path,
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--table1", required=True, help="a finished smat_table1.py folder")
-    parser.add_argument("--data-dir", required=True,
-                        help="ERASER movies folder (test.jsonl and docs/)")
+    parser.add_argument("--data-dir", default=None,
+                        help="ERASER movies folder (test.jsonl and docs/; default: from the "
+                             "Hugging Face Hub, converted once into the data cache)")
     parser.add_argument("--output-dir", default="runs/smat_table2")
     parser.add_argument("--max-len", type=int, default=512, help="tokens read per review")
     parser.add_argument("--split", default="test", help="ERASER split")
@@ -102,8 +103,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="reviews per jitted call (memory grows with it: 8 reviews of "
                              "512 tokens with IG take about 20 GB on the CPU)")
     args = parser.parse_args(argv)
-    with command_runtime(parser, resumes=False):
-        summary = run(args.table1, args.data_dir, output_dir=args.output_dir,
+    with command_runtime(parser, driver=__file__, resumes=False):
+        summary = run(args.table1, data_dir_or_hub(args.data_dir, "eraser_movies"),
+                      output_dir=args.output_dir,
                       max_len=args.max_len, split=args.split, batch_size=args.batch_size)
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds']} s")

@@ -20,9 +20,8 @@ Here the teacher trains on CIFAR-100's train split (teacher fraction 1: 90% trai
 10% validation, the paper's 45,000 / 5,000) and the students draw their training images
 from the teacher's (``student_pool="teacher_train"``); their validation (500) and test
 (9,000) images come from the test split (the other 500 are unused). Student settings are
-the reference's (SGD 5e-3, batch 32, patience 10, the meta update every step). Not run on
-this project's machines (2 CPU cores; a ViT-base step at 224 x 224 takes seconds there, a
-teacher epoch hours): a GPU and the two folders make it run.
+the reference's (SGD 5e-3, batch 32, patience 10, the meta update every step). It needs a
+GPU: on 2 CPU cores a ViT-base step at 224 x 224 takes seconds, a teacher epoch hours.
 
 Variants: ``paper`` and ``smoke`` (the tests: a tiny ViT trained from the checkpoint
 folder's config.json alone, one small size, 1 epoch).
@@ -37,25 +36,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from command_line import command_runtime, parse_variant_args, variant_parser
-from smat_digits import teacher_and_students, write_report
-from smat_table1 import SETTINGS, paper_table
-
+from smat.cli.experiment import command_runtime, parse_variant_args, variant_parser
 from smat.data.protocol import DataConfig
+from smat.jobs.experiment import ExperimentConfig, PaperTable, run_experiment
 from smat.models import ModelSource
-from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
 
 VARIANTS = ("paper", "smoke")
+SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
+            "attention_last", "smat")
 # Table 3 of the paper (CIFAR-100, accuracy %), median [q25:q75] at 2,250 / 4,500 / 9,000.
-PAPER_TABLE3 = {
+PAPER_TABLE3 = PaperTable(caption="CIFAR-100, ViT-base/16", sizes=(2250, 4500, 9000), cells={
     "none": ("81.16 [80.98:81.26]", "84.02 [83.98:84.24]", "85.20 [85.17:85.26]"),
     "gradient": ("80.97 [80.91:81.10]", "83.98 [83.81:84.23]", "85.13 [84.97:85.50]"),
     "input_x_gradient": ("80.93 [80.82:81.04]", "83.99 [83.98:84.13]", "85.33 [84.85:85.35]"),
@@ -64,37 +61,45 @@ PAPER_TABLE3 = {
     "attention_all": ("82.53 [82.53:82.62]", "84.81 [84.74:84.92]", "85.92 [85.78:85.94]"),
     "attention_last": ("82.34 [82.30:82.60]", "84.65 [84.56:84.81]", "85.31 [84.84:85.31]"),
     "smat": ("83.09 [82.77:83.28]", "85.42 [85.39:85.85]", "85.96 [85.74:86.35]"),
-}
-PAPER_SIZES = (2250, 4500, 9000)
+})
 
 
-def get_config(variant: str) -> dict[str, Any]:
-    """The split, teacher and student grid of one variant (one of :data:`VARIANTS`).
+def get_config(variant: str, *, data_dir: str | Path, vit_dir: str | Path) -> ExperimentConfig:
+    """One variant (of :data:`VARIANTS`) on the CIFAR-100 folder `data_dir` (its splits:
+    :func:`split_files`) and the ViT checkpoint folder `vit_dir`.
 
     Raises:
       ValueError: an unknown variant.
+      FileNotFoundError: a missing data split or checkpoint config.
     """
-    student_pool = {"student_pool": "teacher_train"}
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose from {list(VARIANTS)}")
+    if not (Path(vit_dir) / "config.json").is_file():
+        raise FileNotFoundError(f"--vit-dir {vit_dir} holds no config.json (a Hugging Face "
+                                "ViT checkpoint folder)")
+    train, test = split_files(data_dir)
+    data = DataConfig(source=train, student_source=(test,), modality="image",
+                      teacher_fraction=1.0, student_validation_size=500,
+                      student_test_size=9000)
+    paper = ExperimentConfig(
+        data=data, model=ModelSource(encoder=str(vit_dir), pooling="cls"),
+        teacher=TeacherTrainConfig(loop=LoopConfig(batch_size=32, max_epochs=10,
+                                                   evals_per_epoch=2, patience=5)),
+        student=StudentTrainConfig(ig_steps=10, student_pool="teacher_train", loop=LoopConfig(
+            max_epochs=100, patience=10, parallel_seeds=True)),
+        sizes=PAPER_TABLE3.sizes, seeds=(0, 1, 2, 3, 4), explainers=SETTINGS,
+        task="CIFAR-100", paper=PAPER_TABLE3)
     if variant == "paper":
-        return {"split": {"teacher_fraction": 1.0, "student_validation_size": 500,
-                          "student_test_size": 9000},
-                "teacher": TeacherTrainConfig(loop=LoopConfig(batch_size=32, max_epochs=10,
-                                                              evals_per_epoch=2, patience=5)),
-                "sizes": list(PAPER_SIZES), "seeds": [0, 1, 2, 3, 4],
-                "explainers": list(SETTINGS), "from_scratch": False,
-                "student": StudentTrainConfig(ig_steps=10, **student_pool, loop=LoopConfig(
-                    max_epochs=100, patience=10, parallel_seeds=True))}
-    if variant == "smoke":
-        return {"split": {"teacher_fraction": 1.0, "student_validation_size": 8,
-                          "student_test_size": 16},
-                "teacher": TeacherTrainConfig(learning_rate=1e-3, warmup_steps=2,
-                                              loop=LoopConfig(batch_size=8, max_epochs=1)),
-                "sizes": [16], "seeds": [0, 1],
-                "explainers": ["none", "attention_all", "smat"], "from_scratch": True,
-                "student": StudentTrainConfig(inner_learning_rate=0.05, **student_pool,
-                                              loop=LoopConfig(batch_size=8, max_epochs=1,
-                                                              parallel_seeds=True))}
-    raise ValueError(f"unknown variant {variant!r}; choose from {list(VARIANTS)}")
+        return paper
+    return dataclasses.replace(  # smoke: a tiny ViT from the folder's config.json alone
+        paper, data=dataclasses.replace(data, student_validation_size=8, student_test_size=16),
+        model=dataclasses.replace(paper.model, from_scratch=True),
+        teacher=TeacherTrainConfig(learning_rate=1e-3, warmup_steps=2,
+                                   loop=LoopConfig(batch_size=8, max_epochs=1)),
+        student=StudentTrainConfig(inner_learning_rate=0.05, student_pool="teacher_train",
+                                   loop=LoopConfig(batch_size=8, max_epochs=1,
+                                                   parallel_seeds=True)),
+        sizes=(16,), seeds=(0, 1), explainers=("none", "attention_all", "smat"))
 
 
 def split_files(data_dir: str | Path) -> tuple[str, str]:
@@ -122,26 +127,8 @@ def run(variant: str, *, data_dir: str | Path, vit_dir: str | Path, output_dir: 
     Raises:
       FileNotFoundError: a missing data split or checkpoint config.
     """
-    config = get_config(variant)
-    if not (Path(vit_dir) / "config.json").is_file():
-        raise FileNotFoundError(f"--vit-dir {vit_dir} holds no config.json (a Hugging Face "
-                                "ViT checkpoint folder)")
-    train, test = split_files(data_dir)
-    data = DataConfig(source=train, student_source=(test,), modality="image",
-                      **config["split"])
-    model = ModelSource(encoder=str(vit_dir), pooling="cls",
-                        from_scratch=config["from_scratch"])
-    output_dir = Path(output_dir)
-    write_json_atomic(output_dir / "config.json", {
-        "variant": variant, "data": data.settings(), "model": model.settings(),
-        "teacher": dataclasses.asdict(config["teacher"]),
-        "student": dataclasses.asdict(config["student"]),
-        **{key: config[key] for key in ("sizes", "seeds", "explainers")}})
-    start = time.perf_counter()
-    teacher, records = teacher_and_students(config, data, model, output_dir, progress)
-    return write_report(output_dir, variant=variant, teacher=teacher, records=records,
-                        task="CIFAR-100", start=start,
-                        paper=paper_table(PAPER_TABLE3, PAPER_SIZES))
+    return run_experiment(get_config(variant, data_dir=data_dir, vit_dir=vit_dir),
+                          variant=variant, output_dir=output_dir, progress=progress)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -153,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_variant_args(parser, argv)
     if args.data_dir is None:
         parser.error("--data-dir is required: a folder with CIFAR-100's train and test")
-    with command_runtime(parser):
+    with command_runtime(parser, driver=__file__):
         summary = run(args.variant, data_dir=args.data_dir, vit_dir=args.vit_dir,
                       output_dir=args.output_dir, progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())

@@ -52,39 +52,27 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from command_line import command_runtime, parse_variant_args, variant_parser
-from smat_table1 import (
-    comparisons_table,
-    paired_comparisons,
-    paper_table,
-    per_student_table,
-    plot_figure5,
-)
-
+from smat.cli.experiment import command_runtime, parse_variant_args, variant_parser
 from smat.data.mlqe import load_mlqe
 from smat.data.protocol import DataConfig
-from smat.evaluation.simulability import plot_simulability, simulability_table
-from smat.jobs.grid import run_grid
-from smat.jobs.teacher_run import run_teacher
+from smat.jobs.experiment import ExperimentConfig, PaperTable, run_experiment
 from smat.models import ModelSource
-from smat.store.run_log import write_json_atomic
-from smat.training.loop import LoopConfig
+from smat.training.loop import LoopConfig, with_loop
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
 
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
 VARIANTS = ("paper", "cpu", "smoke")
-METRIC = "pearson"
 
 # Table 5 of the paper (MLQE-PE, six pairs, XLM-R-base), median [q25:q75] Pearson at
 # 2,100 / 4,200 / 8,400 students' training pairs.
-PAPER_TABLE5 = {
+PAPER_TABLE5 = PaperTable(caption="MLQE-PE, six pairs, XLM-R-base", sizes=(2100, 4200, 8400),
+                          teacher="0.63 with XLM-R-base", cells={
     "none": (".7457 [.7366:.7528]", ".7719 [.7660:.7802]", ".7891 [.7860:.7964]"),
     "gradient": (".8065 [.8038:.8268]", ".8535 [.7117:.8544]", ".8638 [.8411:.8657]"),
     "input_x_gradient": (".6846 [.6781:.6894]", ".6922 [.6885:.6965]", ".7141 [.7136:.7147]"),
@@ -93,7 +81,7 @@ PAPER_TABLE5 = {
     "attention_all": (".8120 [.7955:.8125]", ".8193 [.8186:.8280]", ".8467 [.8464:.8521]"),
     "attention_last": (".7486 [.7484:.7534]", ".7720 [.7672:.7726]", ".7798 [.7717:.7814]"),
     "smat": (".8156 [.8096:.8183]", ".8630 [.8412:.8724]", ".8561 [.8512:.8689]"),
-}
+})
 
 # The authors' regression students: batch 16, patience 5, no practical epoch cap.
 PAPER_STUDENT = StudentTrainConfig(
@@ -136,43 +124,58 @@ def write_pair_files(data_dir: str | Path, language_pairs: Sequence[str],
     return folder / "train.csv", folder / "held_out.csv"
 
 
-def get_config(variant: str) -> dict[str, Any]:
-    """The language pairs, data sizes, teacher and student grid of one variant.
+@dataclasses.dataclass(frozen=True)
+class MlqeVariant:
+    """One variant: the language pairs and the experiment over their pair files.
 
-    Raises:
-      ValueError: an unknown variant.
+    Attributes:
+      pairs: the MLQE-PE language pairs read.
+      experiment: the teacher, students and report (its data reads the pair files).
     """
-    if variant == "paper":
-        return {"pairs": ["en-de", "et-en", "ro-en"], "max_len": 128,
-                "student_validation_size": 1000, "student_test_size": 3000,
-                "teacher": TeacherTrainConfig(loop=LoopConfig(batch_size=16, max_epochs=100,
-                                                              patience=5)),
-                "sizes": [1050, 2100, 4200], "seeds": [0, 1, 2, 3, 4],
-                "explainers": list(SETTINGS), "student": PAPER_STUDENT}
-    if variant == "cpu":
-        return {"pairs": ["en-de"], "max_len": 96, "student_validation_size": 500,
-                "student_test_size": 1000, "teacher": CPU_TEACHER, "sizes": [350, 700],
-                "seeds": [0, 1, 2], "explainers": ["none", "attention_all", "smat"],
-                "student": CPU_STUDENT}
-    if variant == "smoke":
-        return {"pairs": ["en-de"], "max_len": 32, "student_validation_size": 16,
-                "student_test_size": 24, "teacher": dataclasses.replace(
-                    CPU_TEACHER, warmup_steps=2, loop=dataclasses.replace(
-                        CPU_TEACHER.loop, batch_size=16, max_epochs=1)),
-                "sizes": [32], "seeds": [0, 1], "explainers": ["none", "attention_all", "smat"],
-                "student": dataclasses.replace(CPU_STUDENT, loop=dataclasses.replace(
-                    CPU_STUDENT.loop, max_epochs=1, patience=1))}
-    raise ValueError(f"unknown variant {variant!r}; choose from {list(VARIANTS)}")
+
+    pairs: tuple[str, ...]
+    experiment: ExperimentConfig
 
 
-def data_config(config: dict[str, Any], train: Path, held_out: Path) -> DataConfig:
+def data_config(train: Path, held_out: Path, *, max_len: int, validation: int,
+                test: int) -> DataConfig:
     """The teacher run's data: every training pair for the teacher (10% of them for its
     early stopping), the students' validation and test rows from the held-out pairs."""
     return DataConfig(source=str(train), student_source=(str(held_out),), task="regression",
                       text_column="source", text_pair_column="mt", label_column="score",
-                      max_len=config["max_len"], teacher_fraction=1.0,
-                      student_validation_size=config["student_validation_size"],
-                      student_test_size=config["student_test_size"])
+                      max_len=max_len, teacher_fraction=1.0, student_validation_size=validation,
+                      student_test_size=test)
+
+
+def get_config(variant: str, *, output_dir: str | Path) -> MlqeVariant:
+    """One variant (of :data:`VARIANTS`), whose pair files lie in ``output_dir/data``.
+
+    Raises:
+      ValueError: an unknown variant.
+    """
+    files = Path(output_dir) / "data" / "train.csv", Path(output_dir) / "data" / "held_out.csv"
+    if variant == "paper":
+        return MlqeVariant(pairs=("en-de", "et-en", "ro-en"), experiment=ExperimentConfig(
+            data=data_config(*files, max_len=128, validation=1000, test=3000),
+            teacher=TeacherTrainConfig(loop=LoopConfig(batch_size=16, max_epochs=100,
+                                                       patience=5)),
+            student=PAPER_STUDENT, sizes=(1050, 2100, 4200), seeds=(0, 1, 2, 3, 4),
+            explainers=SETTINGS, metric="pearson", task="MLQE-PE", paper=PAPER_TABLE5))
+    cpu = MlqeVariant(pairs=("en-de",), experiment=ExperimentConfig(
+        data=data_config(*files, max_len=96, validation=500, test=1000),
+        teacher=CPU_TEACHER, student=CPU_STUDENT, sizes=(350, 700), seeds=(0, 1, 2),
+        explainers=("none", "attention_all", "smat"), metric="pearson", task="MLQE-PE",
+        paper=PAPER_TABLE5))
+    if variant == "cpu":
+        return cpu
+    if variant == "smoke":
+        return dataclasses.replace(cpu, experiment=dataclasses.replace(
+            cpu.experiment, data=data_config(*files, max_len=32, validation=16, test=24),
+            teacher=dataclasses.replace(CPU_TEACHER, warmup_steps=2, loop=dataclasses.replace(
+                CPU_TEACHER.loop, batch_size=16, max_epochs=1)),
+            student=with_loop(CPU_STUDENT, max_epochs=1, patience=1), sizes=(32,),
+            seeds=(0, 1)))
+    raise ValueError(f"unknown variant {variant!r}; choose from {list(VARIANTS)}")
 
 
 def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
@@ -182,42 +185,12 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
 
     `encoder`: the pretrained encoder (default: the offline all-MiniLM-L6-v2).
     """
-    config = get_config(variant)
-    output_dir = Path(output_dir)
-    train, held_out = write_pair_files(data_dir, config["pairs"], output_dir / "data")
-    data = data_config(config, train, held_out)
-    teacher_dir = output_dir / "teacher"
-    write_json_atomic(output_dir / "config.json", {
-        "variant": variant, "data_dir": str(data_dir), "pairs": config["pairs"],
-        "data": data.settings(), "teacher": dataclasses.asdict(config["teacher"]),
-        "student": dataclasses.asdict(config["student"]),
-        **{key: config[key] for key in ("sizes", "seeds", "explainers")}})
-    start = time.perf_counter()
-    (teacher,) = run_teacher(data=data, train=config["teacher"], output_dir=teacher_dir,
-                             model=ModelSource(encoder), progress=progress)
-    records = run_grid(teacher_dir, sizes=config["sizes"], explainers=config["explainers"],
-                       seeds=config["seeds"], student=config["student"],
-                       output_dir=output_dir / "students", progress=progress)
-    table = simulability_table(records, metric=METRIC, scale=1.0, digits=4)
-    plot_simulability(records, output_dir / "simulability.png", metric=METRIC)
-    comparisons = paired_comparisons(records, metric=METRIC)
-    figure5 = plot_figure5(records, output_dir / "head_weights.png", task="MLQE-PE",
-                           metric=METRIC)
-    figure = {"median_smat_seed": figure5["figure5_seed"]} if figure5 else {}
-    text = (f"Teacher test Pearson {teacher['test']['pearson']:.4f} (paper: 0.63 with "
-            f"XLM-R-base).\n\nMeasured ({variant}; {', '.join(config['pairs'])}; Pearson "
-            f"with the teacher on held-out pairs):\n\n{table}\n\nPaired over seeds "
-            f"(one-sided Wilcoxon signed-rank, one trained student per seed; differences "
-            f"in Pearson x 100):\n\n{comparisons_table(comparisons)}\n\nTraining steps per "
-            f"student (median [min:max]):\n\n{per_student_table(records)}\n\nPaper (MLQE-PE, six "
-            f"pairs, XLM-R-base):\n\n{paper_table(PAPER_TABLE5, (2100, 4200, 8400))}\n")
-    (output_dir / "table.md").write_text(text)
-    summary = {"variant": variant, "pairs": config["pairs"], "table": table,
-               "teacher_test": teacher["test"], "records": records, **figure,
-               "paired_over_seeds": comparisons,
-               "seconds_this_call": round(time.perf_counter() - start, 1)}
-    write_json_atomic(output_dir / "results.json", summary)
-    return summary
+    config = get_config(variant, output_dir=output_dir)
+    write_pair_files(data_dir, config.pairs, Path(output_dir) / "data")
+    experiment = dataclasses.replace(config.experiment, model=ModelSource(encoder))
+    return run_experiment(experiment, variant=variant, output_dir=output_dir,
+                          progress=progress, recorded={"data_dir": str(data_dir),
+                                                       "pairs": list(config.pairs)})
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -230,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.data_dir is None:
         parser.error("--data-dir is required: the MLQE-PE folder (holding direct-assessments/ "
                      "and post-editing/, e.g. data/mlqe_pe)")
-    with command_runtime(parser):
+    with command_runtime(parser, driver=__file__):
         summary = run(args.variant, data_dir=args.data_dir, output_dir=args.output_dir,
                       progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())

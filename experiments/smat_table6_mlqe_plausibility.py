@@ -28,12 +28,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from command_line import command_runtime, earlier_run_file
-from smat_table1 import median_record
-
+from smat.cli.experiment import command_runtime, earlier_run_file
 from smat.data.mlqe import load_mlqe
 from smat.jobs.explain import ExplainConfig
 from smat.jobs.reports import head_plausibility, plausibility_report
+from smat.jobs.simulability_report import median_record
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic
 
@@ -131,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.num_examples is not None and args.num_examples < 1:
         parser.error(f"--num-examples must be >= 1, got {args.num_examples}")
-    with command_runtime(parser, resumes=False):
+    with command_runtime(parser, driver=__file__, resumes=False):
         summary = run(args.table5, args.data_dir, output_dir=args.output_dir,
                       num_examples=args.num_examples, batch_size=args.batch_size)
     print((Path(args.output_dir) / "table.md").read_text())

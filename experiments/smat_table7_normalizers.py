@@ -33,18 +33,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from command_line import (
+from table1_variants import DATA_DIR_HELP, HUB_DATA, get_config
+
+from smat.cli.experiment import (
     check_data_files,
     command_runtime,
+    data_dir_or_hub,
     earlier_run_file,
     parse_variant_args,
     variant_parser,
 )
-from smat_table1 import DATA_DIR_HELP, get_config
-
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline, median_iqr
 from smat.jobs.grid import run_grid
 from smat.jobs.teacher_run import run_teacher
+from smat.markdown import markdown_table
 from smat.store.run_log import write_json_atomic
 from smat.store.run_record import reused_teacher
 
@@ -70,19 +72,16 @@ def normalizer_table(records: Mapping[str, Sequence[Mapping[str, Any]]],
     """Markdown table: settings x normalizers, ``median [q25:q75]`` of test accuracy, ``*``
     where the IQR lies above the no-explainer baseline's."""
     base = [r["test"]["accuracy"] for r in baseline]
-    lines = ["| explainer | " + " | ".join(NORMALIZERS) + " |",
-             "|---|" + "---|" * len(NORMALIZERS),
-             "| none | " + " | ".join([format_median_iqr(base, scale=scale)] * len(NORMALIZERS))
-             + " |"]
+    rows = [["none", *[format_median_iqr(base, scale=scale)] * len(NORMALIZERS)]]
     for setting in SETTINGS:
-        row = []
+        row = [setting]
         for normalizer in NORMALIZERS:
             values = [r["test"]["accuracy"] for r in records[normalizer]
                       if r["explainer"] == setting]
             row.append(format_median_iqr(values, scale=scale)
                        + (" *" if iqr_above_baseline(values, base) else ""))
-        lines.append(f"| {setting} | " + " | ".join(row) + " |")
-    return "\n".join(lines)
+        rows.append(row)
+    return markdown_table(["explainer", *NORMALIZERS], rows)
 
 
 def plot_normalizers(records: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> Path:
@@ -120,7 +119,7 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     """
     config = get_config(variant, data_dir=data_dir)
     if data_dir is not None:
-        check_data_files(config["data"], data_dir)
+        check_data_files(config.data, data_dir)
     output_dir = Path(output_dir)
     shared = output_dir / "students"
     if table1_dir is not None:
@@ -135,32 +134,31 @@ def run(variant: str, *, output_dir: str | Path, data_dir: str | None = None,
     write_json_atomic(output_dir / "config.json", {
         "variant": variant, "teacher_dir": str(teacher_dir), "size": size, "seeds": seeds,
         "normalizers": NORMALIZERS, "settings": SETTINGS, "shared_students": str(shared),
-        "student": dataclasses.asdict(config["student"])})
+        "student": dataclasses.asdict(config.student)})
     start = time.perf_counter()
     (teacher,) = [reused] if reused else run_teacher(
-        data=config["data"], train=config["teacher"], output_dir=teacher_dir,
+        data=config.data, train=config.teacher, output_dir=teacher_dir,
         progress=progress)
     # the configuration's own normalizer (sparsemax) last: its students may be shared
-    order = [n for n in NORMALIZERS if n != config["student"].normalizer]
+    order = [n for n in NORMALIZERS if n != config.student.normalizer]
     records = {normalizer: run_grid(
         teacher_dir, sizes=[size], explainers=SETTINGS, seeds=seeds,
-        student=dataclasses.replace(config["student"], normalizer=normalizer),
+        student=dataclasses.replace(config.student, normalizer=normalizer),
         output_dir=output_dir / "students" / normalizer, progress=progress)
         for normalizer in order}
-    records[config["student"].normalizer] = run_grid(
-        teacher_dir, sizes=[size], explainers=SETTINGS, seeds=seeds, student=config["student"],
+    records[config.student.normalizer] = run_grid(
+        teacher_dir, sizes=[size], explainers=SETTINGS, seeds=seeds, student=config.student,
         output_dir=shared, progress=progress)
     records = {normalizer: records[normalizer] for normalizer in NORMALIZERS}
     baseline = run_grid(teacher_dir, sizes=[size], explainers=["none"], seeds=seeds,
-                        student=config["student"], output_dir=shared, progress=progress)
+                        student=config.student, output_dir=shared, progress=progress)
     table = normalizer_table(records, baseline)
-    paper = ["| explainer | " + " | ".join(NORMALIZERS) + " |",
-             "|---|" + "---|" * len(NORMALIZERS)]
-    paper += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in PAPER_TABLE7.items()]
+    paper = markdown_table(["explainer", *NORMALIZERS],
+                           [[name, *cells] for name, cells in PAPER_TABLE7.items()])
     (output_dir / "table.md").write_text(
         f"Teacher test accuracy {100 * teacher['test']['accuracy']:.2f}%.\n\n"
         f"Measured ({variant}, n={size}, accuracy %):\n\n{table}\n\n"
-        "Paper (MLQE, 4,200 examples, Pearson r):\n\n" + "\n".join(paper) + "\n")
+        f"Paper (MLQE, 4,200 examples, Pearson r):\n\n{paper}\n")
     plot_normalizers(records, output_dir / "normalizers.png")
     summary = {"variant": variant, "size": size, "table": table, "baseline": baseline,
                "records": records, "seconds_this_call": round(time.perf_counter() - start, 1)}
@@ -176,8 +174,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "its no-explainer and sparsemax students")
     args = parse_variant_args(parser, argv)
     output_dir = args.output_dir
-    with command_runtime(parser):
-        summary = run(args.variant, output_dir=output_dir, data_dir=args.data_dir,
+    with command_runtime(parser, driver=__file__):
+        data_dir = data_dir_or_hub(args.data_dir, HUB_DATA.get(args.variant))
+        summary = run(args.variant, output_dir=output_dir, data_dir=data_dir,
                       teacher_dir=args.teacher, table1_dir=args.table1,
                       progress=not args.no_progress)
     print((Path(output_dir) / "table.md").read_text())

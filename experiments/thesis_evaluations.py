@@ -104,9 +104,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from command_line import command_runtime
 
 from smat import registry
+from smat.cli.experiment import command_runtime, data_dir_or_hub
 from smat.data import Encoded, TextDataset, char_spans_to_token_mask, load_dataset, take, tokenize
 from smat.data.protocol import DataConfig
 from smat.evaluation import add_label_words, ground_truth_overlap, mean_rank
@@ -637,8 +637,9 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=sorted(_SIZES), default="cpu")
-    parser.add_argument("--data-dir", default="data/sst2_glue",
-                        help="GLUE SST-2 folder with train.tsv and dev.tsv")
+    parser.add_argument("--data-dir", default=None,
+                        help="GLUE SST-2 folder with train.tsv and dev.tsv (default: from the "
+                             "Hugging Face Hub, converted once into the data cache)")
     parser.add_argument("--output-dir", default=None, help="default runs/thesis_<variant>")
     parser.add_argument("--model", default=None,
                         help="pretrained encoder folder (default: the offline MiniLM)")
@@ -647,8 +648,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     output_dir = args.output_dir or f"runs/thesis_{args.variant}"
     results_dir = (Path(__file__).resolve().parents[1] / "docs" / "results"
                    if args.variant == "cpu" else None)
-    with command_runtime(parser):
-        summary = run(args.variant, data_dir=args.data_dir, output_dir=output_dir,
+    with command_runtime(parser, driver=__file__):
+        summary = run(args.variant, data_dir=data_dir_or_hub(args.data_dir, "sst2_glue"),
+                      output_dir=output_dir,
                       model_source=args.model, results_dir=results_dir,
                       progress=not args.no_progress)
     print((Path(output_dir) / "table.md").read_text())

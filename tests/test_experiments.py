@@ -3,7 +3,6 @@ thesis_evaluations.py): their configs and summaries, and each smoke variant end 
 tiny models of conftest.py."""
 
 import dataclasses
-import functools
 import json
 import sys
 from pathlib import Path
@@ -14,7 +13,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 
-import command_line  # noqa: E402
 import jukic_agreement  # noqa: E402
 import smat_digits  # noqa: E402
 import smat_leakage_control  # noqa: E402
@@ -24,9 +22,17 @@ import smat_table1_cells  # noqa: E402
 import smat_table2_plausibility  # noqa: E402
 import smat_table3_cifar  # noqa: E402
 import smat_table7_normalizers  # noqa: E402
+import table1_variants  # noqa: E402
 import thesis_evaluations  # noqa: E402
 
 from smat import compile_cache  # noqa: E402
+from smat.cli import experiment as command_line  # noqa: E402
+from smat.jobs import simulability_report  # noqa: E402
+
+
+def _smoke(**grid):
+    """Table 1's smoke variant with the grid changed (sizes, seeds, explainers)."""
+    return dataclasses.replace(table1_variants.get_config("smoke"), **grid)
 
 
 def _record(explainer, seed, accuracy, num_examples=125):
@@ -34,19 +40,24 @@ def _record(explainer, seed, accuracy, num_examples=125):
             "test": {"accuracy": accuracy}}
 
 
-def test_chosen_config_takes_the_subset_and_the_leakage_control():
-    config = smat_table1.chosen_config("sst2", data_dir="sst2", explainers=["smat"],
-                                       sizes=[1000, 500], seeds=[3],
-                                       explanation_source="shuffled_text")
-    assert (config["explainers"], config["sizes"], config["seeds"]) == (["smat"], [500, 1000],
-                                                                        [3])
-    assert config["student"].explanation_source == "shuffled_text"
-    # the rest of the student recipe is the variant's
-    variant = smat_table1.get_config("sst2", data_dir="sst2")["student"]
-    assert dataclasses.replace(config["student"], explanation_source="text") == variant
-    assert smat_table1.chosen_config("sst2", data_dir="sst2")["student"] == variant
+def test_grid_flags_change_only_the_variants_grid(tmp_path):
+    parser = command_line.variant_parser("x", name="smat_table1", data_dir_help="d",
+                                         variants=table1_variants.VARIANTS, grid=True)
+    variant = table1_variants.get_config("sst2", data_dir="sst2")
+    args = command_line.parse_variant_args(parser, [
+        "--variant", "sst2", "--data-dir", "sst2", "--explainers", "smat", "--sizes", "1000",
+        "500", "--seeds", "3"])
+    config = command_line.chosen_grid(variant, args)
+    assert (config.explainers, config.sizes, config.seeds) == (("smat",), (500, 1000), (3,))
+    # the rest is the variant's, and no grid flag keeps the variant whole
+    assert dataclasses.replace(config, explainers=variant.explainers, sizes=variant.sizes,
+                               seeds=variant.seeds) == variant
+    plain = command_line.parse_variant_args(parser, ["--variant", "sst2"])
+    assert command_line.chosen_grid(variant, plain) == variant
     with pytest.raises(ValueError, match="explanation_source must be one of"):
-        smat_table1.chosen_config("sst2", data_dir="sst2", explanation_source="reversed")
+        smat_table1.run(variant, variant="sst2", output_dir=tmp_path,
+                        explanation_source="reversed")
+    assert not (tmp_path / "config.json").exists()
 
 
 @pytest.mark.parametrize("command, named", [
@@ -77,23 +88,25 @@ def test_command_runtime_ends_ctrl_c_with_one_line_saying_what_is_kept(capsys):
     parser = command_line.variant_parser("x", name="x")
     for resumes, kept in ((True, "the same command resumes"), (False, "")):
         with pytest.raises(SystemExit) as stopped, \
-                command_line.command_runtime(parser, resumes=resumes):
+                command_line.command_runtime(parser, driver=smat_table1.__file__,
+                                             resumes=resumes):
             raise KeyboardInterrupt
         err = capsys.readouterr().err
         assert stopped.value.code == 130 and f"{parser.prog}: interrupted" in err
         assert (kept in err) if kept else "resumes" not in err
     with pytest.raises(RuntimeError):  # a bug keeps its traceback
-        with command_line.command_runtime(parser):
+        with command_line.command_runtime(parser, driver=smat_table1.__file__):
             raise RuntimeError("a bug")
 
 
 def test_command_runtime_takes_a_drivers_own_checks_as_input_errors(capsys):
     # a ValueError raised in experiments/ is a check (one line); smat's own are too
     parser = command_line.variant_parser("x", name="x")
-    with pytest.raises(SystemExit) as stopped, command_line.command_runtime(parser):
-        smat_table1.check_grid_choices(explainers=["taylor"], sizes=None, seeds=None)
+    with pytest.raises(SystemExit) as stopped, \
+            command_line.command_runtime(parser, driver=smat_table1.__file__):
+        table1_variants.get_config("tpu")
     err = capsys.readouterr().err
-    assert stopped.value.code == 2 and "unknown Table 1 settings ['taylor']" in err
+    assert stopped.value.code == 2 and "unknown variant 'tpu'" in err
     assert "Traceback" not in err
 
 
@@ -104,49 +117,53 @@ def test_command_runtime_compiles_into_the_commands_cache_and_puts_jax_back(
     monkeypatch.setattr(compile_cache, "loads_cleanly", lambda folder: True)
     monkeypatch.setenv("SMAT_COMPILE_CACHE", str(tmp_path / "cache"))
     before = jax.config.jax_compilation_cache_dir
-    with command_line.command_runtime(command_line.variant_parser("x", name="x")):
+    with command_line.command_runtime(command_line.variant_parser("x", name="x"),
+                                      driver=smat_table1.__file__):
         assert jax.config.jax_compilation_cache_dir == str(
             tmp_path / "cache" / compile_cache.machine_key())
     assert jax.config.jax_compilation_cache_dir == before
 
 
 def test_variants_follow_the_paper_design():
-    paper = smat_table1.get_config("paper", data_dir="imdb")
-    assert paper["sizes"] == [500, 1000, 2000] and len(paper["seeds"]) == 5
-    assert paper["explainers"] == list(smat_table1.SETTINGS) and len(paper["explainers"]) == 7
-    assert paper["data"].max_len == 256 and paper["data"].source == str(
+    paper = table1_variants.get_config("paper", data_dir="imdb")
+    assert paper.sizes == (500, 1000, 2000) and len(paper.seeds) == 5
+    assert paper.explainers == table1_variants.SETTINGS and len(paper.explainers) == 7
+    assert paper.data.max_len == 256 and paper.data.source == str(
         Path("imdb") / "test.jsonl.gz")
-    assert paper["student"].ig_steps == 10 and paper["student"].meta_interval == 1
-    assert paper["student"].inner_learning_rate == 5e-3
-    assert paper["student"].loop.patience == 10
+    assert paper.student.ig_steps == 10 and paper.student.meta_interval == 1
+    assert paper.student.inner_learning_rate == 5e-3
+    assert paper.student.loop.patience == 10
     # the device lease's headline cell: the paper's students at n=500, one batch shape
-    gpu = smat_table1.get_config("gpu", data_dir="imdb")
-    assert gpu["data"] == paper["data"] and gpu["sizes"] == [500]
-    assert gpu["explainers"] == ["none", "attention_all", "smat"] and len(gpu["seeds"]) == 5
-    assert gpu["student"] == dataclasses.replace(paper["student"], loop=dataclasses.replace(
-        paper["student"].loop, length_multiple=256))
-    assert gpu["teacher"].loop.length_multiple == 256 and gpu["teacher"].loop.max_epochs == 1
-    cpu = smat_table1.get_config("cpu")
-    assert cpu["student"].meta_interval == 1 and cpu["student"].ig_steps == 10
-    assert set(smat_table1.PAPER_TABLE1) == set(smat_table1.SETTINGS)
+    gpu = table1_variants.get_config("gpu", data_dir="imdb")
+    assert gpu.data == paper.data and gpu.sizes == (500,)
+    assert gpu.explainers == ("none", "attention_all", "smat") and len(gpu.seeds) == 5
+    assert gpu.student == dataclasses.replace(paper.student, loop=dataclasses.replace(
+        paper.student.loop, length_multiple=256))
+    assert gpu.teacher.loop.length_multiple == 256 and gpu.teacher.loop.max_epochs == 1
+    cpu = table1_variants.get_config("cpu")
+    assert cpu.student.meta_interval == 1 and cpu.student.ig_steps == 10
+    assert set(table1_variants.PAPER_TABLE1.cells) == set(table1_variants.SETTINGS)
 
 
 def test_bad_variants_are_refused():
     with pytest.raises(ValueError, match="--data-dir"):
-        smat_table1.get_config("paper")
+        table1_variants.get_config("paper")
     with pytest.raises(ValueError, match="--data-dir"):
-        smat_table1.get_config("gpu")
+        table1_variants.get_config("gpu")
     with pytest.raises(ValueError, match="unknown variant 'tpu'"):
-        smat_table1.get_config("tpu")
+        table1_variants.get_config("tpu")
 
 
-def test_table1_subsets_are_checked_before_any_training(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown Table 1 settings \['taylor'\]"):
-        smat_table1.run("smoke", output_dir=tmp_path, explainers=["taylor"])
-    with pytest.raises(ValueError, match="positive student training sizes"):
-        smat_table1.run("smoke", output_dir=tmp_path, sizes=[0])
-    with pytest.raises(ValueError, match="distinct non-negative"):
-        smat_table1.run("smoke", output_dir=tmp_path, seeds=[1, 1])
+@pytest.mark.parametrize("flags, said", [
+    (["--explainers", "taylor"], "--explainers: unknown settings ['taylor']"),
+    (["--sizes", "0"], "--sizes must be positive student training sizes, got [0]"),
+    (["--seeds", "1", "1"], "--seeds must be distinct non-negative integers, got [1, 1]"),
+], ids=["explainers", "sizes", "seeds"])
+def test_table1_grid_flags_are_checked_before_any_training(tmp_path, capsys, flags, said):
+    with pytest.raises(SystemExit) as stopped:
+        smat_table1.main(["--smoke", "--output-dir", str(tmp_path), *flags])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and said in err and "Traceback" not in err
     assert not (tmp_path / "config.json").exists()
 
 
@@ -165,7 +182,7 @@ def test_table1_teacher_only_stops_before_any_student(tiny_teacher, tmp_path, ca
 
 
 def test_sweep_changes_each_alter_what_they_name():
-    student = smat_table1.get_config("cpu")["student"]
+    student = table1_variants.get_config("cpu").student
     changed = smat_sweep.changes(student)
     assert set(changed) == set(smat_sweep.AFFECTS)
     assert changed["outer_lr_x10"].outer_learning_rate == pytest.approx(5e-3)
@@ -289,12 +306,13 @@ def test_drivers_refuse_flags_they_would_ignore(argv, capsys):
 def test_median_record_takes_the_middle_seed():
     records = [_record("smat", 0, 0.7), _record("smat", 1, 0.9), _record("smat", 2, 0.8),
                _record("smat", 3, 0.5, num_examples=250), _record("none", 4, 0.8)]
-    assert smat_table1.median_record(records, explainer="smat", num_examples=125)["seed"] == 2
+    median = simulability_report.median_record(records, explainer="smat", num_examples=125)
+    assert median["seed"] == 2
     # an even count takes the lower middle
-    assert smat_table1.median_record(records[:2], explainer="smat",
+    assert simulability_report.median_record(records[:2], explainer="smat",
                                      num_examples=125)["seed"] == 0
     with pytest.raises(ValueError, match="no 'smat' students at n=500"):
-        smat_table1.median_record(records, explainer="smat", num_examples=500)
+        simulability_report.median_record(records, explainer="smat", num_examples=500)
 
 
 def test_figure5_draws_the_median_smat_student_at_the_middle_size_by_its_metric(tmp_path):
@@ -305,15 +323,15 @@ def test_figure5_draws_the_median_smat_student_at_the_middle_size_by_its_metric(
     records = [smat(0, 0.7, 0.2), smat(1, 0.8, 0.9), smat(2, 0.9, 0.5),
                smat(3, 0.8, 0.5, num_examples=60), smat(4, 0.8, 0.5, num_examples=250),
                _record("none", 5, 0.8)]
-    by_accuracy = smat_table1.plot_figure5(records, tmp_path / "a.png")
+    by_accuracy = simulability_report.plot_figure5(records, tmp_path / "a.png")
     assert by_accuracy == {"figure5_seed": 1, "figure5_nonzero_heads": 2,
                            "figure5_max_weight": 0.5}
-    by_pearson = smat_table1.plot_figure5(records, tmp_path / "p.png", task="MLQE-PE",
+    by_pearson = simulability_report.plot_figure5(records, tmp_path / "p.png", task="MLQE-PE",
                                           metric="pearson")
     assert by_pearson["figure5_seed"] == 2 and by_pearson["figure5_nonzero_heads"] == 6
     assert (tmp_path / "a.png").stat().st_size > 0 and (tmp_path / "p.png").stat().st_size > 0
     # without SMaT students there is nothing to draw
-    assert smat_table1.plot_figure5(records[-1:], tmp_path / "none.png") == {}
+    assert simulability_report.plot_figure5(records[-1:], tmp_path / "none.png") == {}
     assert not (tmp_path / "none.png").exists()
 
 
@@ -321,11 +339,11 @@ def test_a_one_setting_call_reports_no_comparison_rather_than_an_empty_table():
     # the SST-2 queue trains one setting of one seed per call: its table.md must not show
     # table headers without rows, and a call with a pair must still get its table
     alone = [_record("none", 0, 0.868)]
-    assert smat_table1.paired_comparisons(alone) == []
-    assert smat_table1.comparisons_table([]).startswith("No compared pair of settings")
-    assert smat_table1.diagnostics_table([]) == "No SMaT students in these records."
-    pair = smat_table1.paired_comparisons(alone + [_record("attention_all", 0, 0.878)])
-    table = smat_table1.comparisons_table(pair)
+    assert simulability_report.paired_comparisons(alone) == []
+    assert simulability_report.comparisons_table([]).startswith("No compared pair of settings")
+    assert simulability_report.diagnostics_table([]) == "No SMaT students in these records."
+    pair = simulability_report.paired_comparisons(alone + [_record("attention_all", 0, 0.878)])
+    table = simulability_report.comparisons_table(pair)
     assert table.splitlines()[2].startswith("| attention_all vs none | 125 | 1 | +1.00 | 1/1")
 
 
@@ -347,11 +365,11 @@ def test_normalizer_table_marks_cells_above_the_baseline():
 @pytest.mark.slow
 def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tmp_path):
     with pytest.warns(command_line.OtherDataTeacherWarning):  # the tiny teacher's csv
-        table1 = smat_table1.run("smoke", output_dir=tmp_path / "t1",
+        table1 = smat_table1.run(_smoke(), variant="smoke", output_dir=tmp_path / "t1",
                                  teacher_dir=tiny_teacher, progress=False)
     assert len(table1["records"]) == 7 * 2 * 2
     text = (tmp_path / "t1" / "table.md").read_text()
-    for setting in smat_table1.SETTINGS:
+    for setting in table1_variants.SETTINGS:
         assert f"| {setting} |" in text
     for name in ("simulability.png", "head_weights.png", "results.json", "config.json"):
         assert (tmp_path / "t1" / name).stat().st_size > 0
@@ -366,8 +384,8 @@ def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tm
     stamp = (tmp_path / "t1" / "students" / "n32" / "smat" / "seed0" / "result.json"
              ).stat().st_mtime_ns
     with pytest.warns(command_line.OtherDataTeacherWarning):
-        smat_table1.run("smoke", output_dir=tmp_path / "t1", teacher_dir=tiny_teacher,
-                        progress=False)
+        smat_table1.run(_smoke(), variant="smoke", output_dir=tmp_path / "t1",
+                        teacher_dir=tiny_teacher, progress=False)
     assert (tmp_path / "t1" / "students" / "n32" / "smat" / "seed0" / "result.json"
             ).stat().st_mtime_ns == stamp
 
@@ -539,9 +557,9 @@ def test_thesis_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
 
 
 def test_digits_variants():
-    assert smat_digits.get_config("cpu")["sizes"] == [60, 120, 240]
+    assert smat_digits.get_config("cpu", output_dir="d").experiment.sizes == (60, 120, 240)
     with pytest.raises(ValueError, match="unknown variant"):
-        smat_digits.get_config("paper")
+        smat_digits.get_config("paper", output_dir="d")
 
 
 def test_digits_smoke_variant_trains_pretext_teacher_and_students(tmp_path):
@@ -563,11 +581,19 @@ def test_digits_smoke_variant_trains_pretext_teacher_and_students(tmp_path):
 
 
 def test_cifar_table3_design_and_its_data_folders(tmp_path):
-    paper = smat_table3_cifar.get_config("paper")
-    assert paper["sizes"] == [2250, 4500, 9000] and len(paper["seeds"]) == 5
-    assert paper["student"].student_pool == "teacher_train"
-    assert set(smat_table3_cifar.PAPER_TABLE3) == set(paper["explainers"])
-    with pytest.raises(FileNotFoundError, match="no train.npz or train/"):
+    vit = tmp_path / "vit"
+    vit.mkdir()
+    (vit / "config.json").write_text("{}")
+    for name in ("train", "test"):
+        (tmp_path / f"{name}.npz").write_bytes(b"")
+    paper = smat_table3_cifar.get_config("paper", data_dir=tmp_path, vit_dir=vit)
+    assert paper.sizes == (2250, 4500, 9000) and len(paper.seeds) == 5
+    assert paper.student.student_pool == "teacher_train"
+    assert set(smat_table3_cifar.PAPER_TABLE3.cells) == set(paper.explainers)
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        smat_table3_cifar.get_config("paper", data_dir=tmp_path, vit_dir=tmp_path)
+    (tmp_path / "test.npz").unlink()
+    with pytest.raises(FileNotFoundError, match="no test.npz or test/"):
         smat_table3_cifar.split_files(tmp_path)
 
 
@@ -588,7 +614,7 @@ def test_cifar_smoke_variant_runs_on_local_files(tmp_path):
     # the teacher trains on the train split (90 / 10), the students are tested on test's
     assert teacher["sizes"] == {"teacher_train": 43, "teacher_validation": 5, "test": 16}
     assert len(summary["records"]) == 3 * 2
-    assert "Paper:" in (tmp_path / "out" / "table.md").read_text()
+    assert "Paper (CIFAR-100, ViT-base/16):" in (tmp_path / "out" / "table.md").read_text()
 
 
 def test_an_earlier_runs_unreadable_file_is_named_with_its_flag(tmp_path, capsys):
@@ -705,17 +731,20 @@ def test_ablation_arms_train_from_the_smat_students_of_the_same_teacher(tiny_tea
                                                                         tmp_path):
     """smat_frozen learns from SMaT's final coefficients frozen, random_heads from the same
     coefficients on other heads, layerK from one layer's heads; smat_pool_outer is SMaT."""
-    run = functools.partial(smat_table1.run, "smoke", teacher_dir=tiny_teacher, sizes=[32],
-                            seeds=[0, 1], progress=False)
+    def run(explainers, **options):
+        return smat_table1.run(_smoke(sizes=(32,), seeds=(0, 1), explainers=explainers),
+                               variant="smoke", teacher_dir=tiny_teacher, progress=False,
+                               **options)
+
     with pytest.warns(command_line.OtherDataTeacherWarning):
-        smat = run(output_dir=tmp_path / "smat", explainers=["smat"])
+        smat = run(("smat",), output_dir=tmp_path / "smat")
     with pytest.raises(ValueError, match="hold no SMaT student of seed 0 at n=32"), \
             pytest.warns(command_line.OtherDataTeacherWarning):
-        run(output_dir=tmp_path / "arms", explainers=["smat_frozen"])
+        run(("smat_frozen",), output_dir=tmp_path / "arms")
     cells = [tmp_path / "smat" / "results.json"]
     with pytest.warns(command_line.OtherDataTeacherWarning):
-        arms = run(output_dir=tmp_path / "arms", smat_cells=cells,
-                   explainers=["smat_frozen", "random_heads", "layer1", "smat_pool_outer"])
+        arms = run(("smat_frozen", "random_heads", "layer1", "smat_pool_outer"),
+                   output_dir=tmp_path / "arms", smat_cells=cells)
     by_arm = {(r["explainer"], r["seed"]): r for r in arms["records"]}
     assert {r["setting"] for r in arms["records"]} == {"attention_heads", "smat"}
 
@@ -736,3 +765,56 @@ def test_ablation_arms_train_from_the_smat_students_of_the_same_teacher(tiny_tea
     assert "| smat_pool_outer |" in (tmp_path / "arms" / "table.md").read_text()
     assert [d["explainer"] for d in arms["smat_diagnostics"]] == ["smat_pool_outer"] * 2
     assert by_arm["smat_pool_outer", 0]["head_weights"]
+
+
+@pytest.mark.parametrize("path, metric", [
+    ("smat_table1_cpu.json", "accuracy"), ("smat_digits_cpu/results.json", "accuracy"),
+    ("smat_digits_cpu/epochs60_results.json", "accuracy"),
+    ("smat_table5_mlqe_cpu/results.json", "pearson"),
+])
+def test_committed_simulability_results_regenerate_with_the_driver(path, metric):
+    """Every committed result of a simulability experiment, written before the experiments
+    ran over one driver, reads back: its table, its paired tests over seeds and its
+    Figure 5 student come out of the driver's report code unchanged."""
+    from smat.evaluation.simulability import simulability_table
+    from smat.jobs.experiment import metric_scale
+
+    results = json.loads((Path(__file__).resolve().parents[1] / "docs" / "results" / path)
+                         .read_text())
+    records = results["records"]
+    scale, digits = metric_scale(metric)
+    assert simulability_table(records, metric=metric, scale=scale, digits=digits) == (
+        results["table"])
+    if "paired_over_seeds" in results:
+        assert simulability_report.paired_comparisons(records, metric=metric) == (
+            results["paired_over_seeds"])
+    seed = next(results[key] for key in ("figure5_seed", "figure_seed", "median_smat_seed")
+                if key in results)
+    sizes = sorted({r["num_examples"] for r in records if r["explainer"] == "smat"})
+    assert simulability_report.median_record(
+        records, explainer="smat", num_examples=sizes[len(sizes) // 2],
+        metric=metric)["seed"] == seed
+
+
+def test_committed_table7_regenerates():
+    results = json.loads((Path(__file__).resolve().parents[1] / "docs" / "results" /
+                          "smat_table7_cpu.json").read_text())
+    assert smat_table7_normalizers.normalizer_table(results["records"], results["baseline"]) == (
+        results["table"])
+
+
+def test_without_data_dir_a_driver_reads_the_hub_or_says_how_to_give_data(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SMAT_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SMAT_HUB_MIRROR", str(tmp_path / "mirror"))  # empty: no Hub
+    with pytest.raises(SystemExit) as stopped:
+        smat_table1.main(["--variant", "sst2", "--teacher-only",
+                          "--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert ("no --data-dir and sst2_glue could not be read from the Hugging Face Hub" in err
+            and "pass --data-dir" in err and "SMAT_HUB_MIRROR" in err)
+    assert not (tmp_path / "out").exists()
+    # a variant that reads no data folder never asks the Hub; a given folder is used as it is
+    assert command_line.data_dir_or_hub(None, table1_variants.HUB_DATA.get("cpu")) is None
+    assert command_line.data_dir_or_hub("mine", "sst2_glue") == "mine"

@@ -35,13 +35,15 @@ def test_pair_files_hold_train_and_the_held_out_dev_and_test_pairs(tmp_path):
 
 
 def test_variants_follow_the_paper_design():
-    paper = smat_table5_mlqe.get_config("paper")
-    assert paper["sizes"] == [1050, 2100, 4200]  # 5 / 10 / 20% of 21,000 training pairs
-    assert paper["explainers"] == list(smat_table5_mlqe.SETTINGS) and len(paper["seeds"]) == 5
+    paper = smat_table5_mlqe.get_config("paper", output_dir="out").experiment
+    assert paper.sizes == (1050, 2100, 4200)  # 5 / 10 / 20% of 21,000 training pairs
+    assert paper.explainers == smat_table5_mlqe.SETTINGS and len(paper.seeds) == 5
+    assert paper.data.source == str(Path("out") / "data" / "train.csv")
     for variant in smat_table5_mlqe.VARIANTS:
-        assert smat_table5_mlqe.get_config(variant)["student"].student_pool == "teacher_train"
+        config = smat_table5_mlqe.get_config(variant, output_dir="out").experiment
+        assert config.student.student_pool == "teacher_train" and config.metric == "pearson"
     with pytest.raises(ValueError, match="unknown variant"):
-        smat_table5_mlqe.get_config("gpu")
+        smat_table5_mlqe.get_config("gpu", output_dir="out")
     with pytest.raises(SystemExit):  # the teacher is the experiment's own
         smat_table5_mlqe.main(["--data-dir", "x", "--teacher", "t"])
 

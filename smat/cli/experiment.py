@@ -1,0 +1,204 @@
+"""The command line of the experiment drivers (``experiments/*.py``): variant flags, the
+grid's flags generated from :class:`smat.jobs.experiment.ExperimentConfig`, runtime, earlier
+runs.
+
+Each driver's ``main`` builds its parser with :func:`variant_parser` (``--variant``,
+``--smoke``, ``--output-dir`` defaulting to ``runs/<name>_<variant>``, and ``--data-dir`` /
+``--teacher`` where the driver reads them; ``grid=True`` adds ``--sizes``, ``--seeds`` and
+``--explainers``, which :func:`chosen_grid` applies to the variant's config), resolves it
+with :func:`parse_variant_args` and runs its work inside :func:`command_runtime`, which
+gives it what `smat` gives a command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from smat.cli.failures import reported_failures
+from smat.cli.flags import add_config_flags, build_config, in_flags
+from smat.compile_cache import command_compile_cache
+from smat.data.hub_sets import MIRROR_ENV, cache_root, hub_data_dir
+from smat.data.protocol import DataConfig, data_fingerprint
+from smat.jobs.experiment import GRID_FLAGS, ExperimentConfig
+from smat.json_files import read_json
+from smat.store.run_record import saved_data_config
+
+
+def _driver_options(*, name: str, variants: Sequence[str], data_dir_help: str | None,
+                    reuses_teacher: bool) -> type:
+    """The options a driver's command line takes, as a config class whose fields (and so
+    flags, generated as the `smat` command's are) say this driver's variants and inputs."""
+    default = "cpu" if "cpu" in variants else variants[0]
+
+    def option(kind: Any, value: Any, doc: str, **metadata: Any) -> tuple:
+        return kind, dataclasses.field(default=value, metadata={"doc": doc, **metadata})
+
+    fields = {"variant": option(str, default, "the grid and hardware scale (described above)",
+                                choices=tuple(variants)),
+              "smoke": option(bool, False, "the same as --variant smoke")}
+    if data_dir_help is not None:
+        fields["data_dir"] = option(str | None, None, data_dir_help, shown="none")
+    if reuses_teacher:
+        fields["teacher"] = option(str | None, None,
+                                   "a finished `smat train-teacher` run to reuse", shown="none")
+    fields["output_dir"] = option(str | None, None, "results folder",
+                                  shown=f"runs/{name}_<variant>")
+    fields["no_progress"] = option(bool, False, "hide progress bars")
+    return dataclasses.make_dataclass("DriverOptions", [(key, *value)
+                                                        for key, value in fields.items()],
+                                      frozen=True)
+
+
+def variant_parser(description: str, *, name: str,
+                   variants: Sequence[str] = ("paper", "cpu", "smoke"),
+                   data_dir_help: str | None = None,
+                   reuses_teacher: bool = False, grid: bool = False) -> argparse.ArgumentParser:
+    """The flags every variant experiment shares, generated from config fields.
+
+    Args:
+      description: the driver's docstring, which ``--help`` shows whole (it describes
+        the variants).
+      name: the default output folder is ``runs/<name>_<variant>``.
+      variants: the ``--variant`` choices; the default is ``cpu``, or the first where
+        there is no cpu variant.
+      data_dir_help: what ``--data-dir`` holds; None for a driver that reads no data
+        folder (then it has no such flag).
+      reuses_teacher: whether the driver takes ``--teacher``, a finished `smat
+        train-teacher` run to reuse.
+      grid: whether the driver runs an :class:`ExperimentConfig`, whose grid (sizes, seeds,
+        settings) the command line may narrow or change (flags default to the variant's).
+    """
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    options = _driver_options(name=name, variants=variants, data_dir_help=data_dir_help,
+                              reuses_teacher=reuses_teacher)
+    add_config_flags(parser, options)
+    if grid:
+        add_config_flags(parser, ExperimentConfig, relative=True,
+                         skip=[f.name for f in dataclasses.fields(ExperimentConfig)
+                               if f.name not in GRID_FLAGS])
+    parser.set_defaults(default_name=name, driver_options=options)
+    return parser
+
+
+def chosen_grid(config: ExperimentConfig, args: argparse.Namespace) -> ExperimentConfig:
+    """The variant's `config` with the grid flags given on the command line (sizes sorted).
+
+    Raises:
+      ValueError: a grid :class:`ExperimentConfig` refuses (naming the flag).
+    """
+    chosen = build_config(ExperimentConfig, args, base=config)
+    return dataclasses.replace(chosen, sizes=tuple(sorted(chosen.sizes)))
+
+
+def parse_variant_args(parser: argparse.ArgumentParser,
+                       argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse (each driver option also under its own name: ``args.variant``), resolve
+    ``--smoke`` and the default output folder."""
+    args = parser.parse_args(argv)
+    options = build_config(args.driver_options, args)
+    for field in dataclasses.fields(options):
+        setattr(args, field.name, getattr(options, field.name))
+    if args.smoke:
+        args.variant = "smoke"
+    args.output_dir = args.output_dir or f"runs/{args.default_name}_{args.variant}"
+    return args
+
+
+@contextlib.contextmanager
+def command_runtime(parser: argparse.ArgumentParser, *, driver: str,
+                    resumes: bool = True) -> Iterator[None]:
+    """Around a driver's work, what `smat` gives each command: the persistent compilation
+    cache (``SMAT_COMPILE_CACHE`` as for `smat`: a resumed or repeated run loads its
+    programs instead of compiling them again) and :func:`smat.cli.failures.reported_failures`
+    (a refused input or a missing file in one line, exit 2; a bug with its traceback, exit
+    1; Ctrl-C in one line saying what is kept, exit 130; an error raised in the folder of
+    the `driver` file counts as smat's own). `resumes`: whether the same command continues
+    from the finished work."""
+    kept = ("; finished work is kept, and the same command resumes from the last checkpoints"
+            if resumes else "")
+    flags = {option for action in parser._actions for option in action.option_strings}
+    with reported_failures(parser.prog, kept=kept, code_folders=(Path(driver).resolve().parent,),
+                           rewrite=lambda message: in_flags(message, flags)), \
+            command_compile_cache():
+        yield
+
+
+def earlier_run_file(folder: str | Path, name: str, *, flag: str) -> dict[str, Any]:
+    """The JSON file `name` (``config.json``, ``results.json``) of the earlier experiment run
+    in `folder`, which the command line's `flag` gave.
+
+    Raises:
+      FileNotFoundError: the folder holds no such file (naming `flag`).
+      ValueError: the file is not JSON (naming it).
+    """
+    path = Path(folder) / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{flag} {folder} holds no {name}: pass the output folder of "
+                                "a finished run of the experiment it names")
+    return read_json(path)
+
+
+def check_data_files(data: DataConfig, data_dir: str | Path) -> None:
+    """Refuse a `data_dir` that lacks a file `data` reads, naming every missing one.
+
+    Raises:
+      FileNotFoundError: ``--data-dir DIR lacks NAME, ...``.
+    """
+    files = [file for source in (data.source, data.student_source) if source is not None
+             for file in ([source] if isinstance(source, str) else source)]
+    missing = [Path(file).name for file in files if not Path(file).is_file()]
+    if missing:
+        raise FileNotFoundError(f"--data-dir {data_dir} lacks {', '.join(missing)}")
+
+
+class OtherDataTeacherWarning(UserWarning):
+    """A ``--teacher`` reused by a variant was trained on other data than the variant's."""
+
+
+def check_reused_teacher(teacher_dir: str | Path, data: DataConfig, *, variant: str) -> None:
+    """Warn when a ``--teacher`` was trained on other data than the variant reads: its
+    students and table are of the teacher's data (which the run records), under the
+    variant's name. Its training settings may differ (it is reused as it is); data files
+    at other paths with the same content are the same data."""
+    saved = saved_data_config(teacher_dir)
+    ours, theirs = dataclasses.asdict(data), dataclasses.asdict(saved)
+    differ = [key for key in ours if ours[key] != theirs[key]]
+    if differ:
+        fingerprint = data_fingerprint(data)
+        if fingerprint is not None and fingerprint == data_fingerprint(saved):
+            differ = [key for key in differ if key not in ("source", "student_source")]
+    if differ:
+        listed = "; ".join(f"{key}: {theirs[key]!r}, the variant's {ours[key]!r}"
+                           for key in differ)
+        warnings.warn(f"--teacher {teacher_dir} was trained on other data than the {variant} "
+                      f"variant reads ({listed}): its students and table are of the teacher's "
+                      "data", OtherDataTeacherWarning, stacklevel=2)
+
+
+def data_dir_or_hub(data_dir: str | None, hub_name: str | None) -> str | None:
+    """`data_dir` (``--data-dir``) when given, else the Hub data set `hub_name` converted
+    once into the cache (:func:`smat.data.hub_sets.hub_data_dir`); None when the variant
+    reads no data folder.
+
+    Raises:
+      FileNotFoundError: neither a folder nor the Hub (or a mirror) to read it from.
+    """
+    if data_dir is not None or hub_name is None:
+        return data_dir
+    print(f"no --data-dir: {hub_name} from the Hugging Face Hub, converted once into "
+          f"{cache_root() / hub_name}", file=sys.stderr)
+    try:
+        return str(hub_data_dir(hub_name))
+    except OSError as error:  # no network, no such id: the same advice
+        raise FileNotFoundError(
+            f"no --data-dir and {hub_name} could not be read from the Hugging Face Hub "
+            f"({type(error).__name__}: {error}); pass --data-dir (docs/datasets.md), or "
+            f"set {MIRROR_ENV} to a folder of save_to_disk copies") from None

@@ -1,0 +1,237 @@
+"""What a simulability experiment reports: the paired tests over seeds, the tables around
+the simulability table, Figure 5 and the SMaT students' diagnostics; and joining cells that
+separate calls trained from one teacher.
+
+Every function reads student records (``result.json`` of :func:`smat.jobs.student_run.
+run_student`, or the ``records`` of an experiment's ``results.json``), so a table
+regenerates from committed result files alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from smat.evaluation.simulability import paired_seed_comparison, simulability_table
+from smat.jobs.grid import cell_dir
+from smat.markdown import markdown_table
+from smat.store.render import plot_head_weights
+
+# The comparisons a SMaT claim rests on, each tested over seeds (candidate, baseline).
+COMPARISONS = (("smat", "attention_all"), ("smat", "none"), ("attention_all", "none"))
+
+
+def median_record(records: Sequence[Mapping[str, Any]], *, explainer: str,
+                  num_examples: int, metric: str = "accuracy") -> Mapping[str, Any]:
+    """The record of the median seed of one cell by test `metric` (the lower middle for an
+    even count).
+
+    Raises:
+      ValueError: the records hold no such cell.
+    """
+    cell = sorted((r for r in records
+                   if r["explainer"] == explainer and r["num_examples"] == num_examples),
+                  key=lambda r: (r["test"][metric], r["seed"]))
+    if not cell:
+        raise ValueError(f"no {explainer!r} students at n={num_examples}")
+    return cell[(len(cell) - 1) // 2]
+
+
+def plot_figure5(records: Sequence[Mapping[str, Any]], path: Path, *, task: str = "",
+                 metric: str = "accuracy") -> dict[str, Any]:
+    """Figure 5 of the SMaT paper: the head coefficients of the SMaT student with the median
+    test `metric` at the middle size with SMaT students, drawn into `path` (its title names
+    the `task` when given); returns its seed, non-zero heads and largest coefficient ({}
+    and no figure without SMaT students)."""
+    sizes = sorted({r["num_examples"] for r in records if r["explainer"] == "smat"})
+    if not sizes:
+        return {}
+    num_examples = sizes[len(sizes) // 2]
+    figure_seed = median_record(records, explainer="smat", num_examples=num_examples,
+                                metric=metric)
+    weights = np.asarray(figure_seed["head_weights"])
+    where = f"{task}, " if task else ""
+    plot_head_weights(weights, path, title=f"SMaT head coefficients ({where}n={num_examples}, "
+                                           f"median seed {figure_seed['seed']})")
+    return {"figure5_seed": figure_seed["seed"],
+            "figure5_nonzero_heads": int((weights > 0).sum()),
+            "figure5_max_weight": float(weights.max())}
+
+
+def smat_diagnostics(records: Sequence[Mapping[str, Any]], students_dir: Path,
+                     *, outer_clip_norm: float, metric: str = "accuracy"
+                     ) -> list[dict[str, Any]]:
+    """Per SMaT student: did its head coefficients move, was the outer gradient alive
+    (neither vanishing nor always clipped), and did it stop before the end?
+
+    Reads each student's record and its metrics log under `students_dir` (one line per
+    evaluation, each the mean over the steps since the previous one).
+    """
+    rows = []
+    for record in records:
+        if record.get("setting", record["explainer"]) != "smat":
+            continue
+        folder = cell_dir(students_dir, num_examples=record["num_examples"],
+                          explainer=record["explainer"], seed=record["seed"])
+        log = [json.loads(line) for line in
+               (folder / "checkpoints" / "metrics.jsonl").read_text().splitlines()]
+        weights = np.asarray(record["head_weights"])
+        outer = np.array([entry["outer_grad_norm"] for entry in log])
+        rows.append({
+            "explainer": record["explainer"],
+            "num_examples": record["num_examples"], "seed": record["seed"],
+            f"test_{metric}": record["test"][metric],
+            "steps": record["steps"], "best_step": record["best_step"],
+            "head_l1_from_uniform": float(np.abs(weights - 1.0 / weights.size).sum()),
+            "nonzero_heads": int((weights > 0).sum()), "num_heads": int(weights.size),
+            "max_head_weight": float(weights.max()),
+            "outer_grad_norm_mean": float(outer.mean()),
+            "outer_grad_norm_max": float(outer.max()),
+            "evaluations_with_mean_outer_norm_above_clip": int((outer > outer_clip_norm).sum()),
+            "kl_first": log[0]["kl"], "kl_last": log[-1]["kl"],
+            "sim_loss_first": log[0]["sim_loss"], "sim_loss_last": log[-1]["sim_loss"]})
+    return rows
+
+
+def diagnostics_table(rows: Sequence[Mapping[str, Any]], *, metric: str = "accuracy") -> str:
+    """Markdown table of :func:`smat_diagnostics` (a sentence when there is no SMaT student)."""
+    if not rows:
+        return "No SMaT students in these records."
+    shown = ((lambda v: f"{100 * v:.1f}") if metric == "accuracy" else (lambda v: f"{v:.4f}"))
+    return markdown_table(
+        ["n", "seed", "test acc" if metric == "accuracy" else f"test {metric}",
+         "steps (best)", "non-zero heads", "max lambda", "L1 from uniform",
+         "outer grad norm mean / max", "KL first -> last"],
+        [[r["num_examples"], r["seed"], shown(r[f"test_{metric}"]),
+          f"{r['steps']} ({r['best_step']})", f"{r['nonzero_heads']}/{r['num_heads']}",
+          f"{r['max_head_weight']:.3f}", f"{r['head_l1_from_uniform']:.3f}",
+          f"{r['outer_grad_norm_mean']:.3g} / {r['outer_grad_norm_max']:.3g}",
+          f"{r['kl_first']:.3f} -> {r['kl_last']:.3f}"] for r in rows])
+
+
+def paired_comparisons(records: Sequence[Mapping[str, Any]], *,
+                       comparisons: Sequence[tuple[str, str]] = COMPARISONS,
+                       metric: str = "accuracy") -> list[dict[str, Any]]:
+    """Each (candidate, baseline) of `comparisons` whose two settings both have students,
+    tested over seeds (one-sided Wilcoxon signed-rank, one trained student per seed), per
+    size where both ran."""
+    present = {record["explainer"] for record in records}
+    return [{"candidate": candidate, "baseline": baseline, **row}
+            for candidate, baseline in comparisons if {candidate, baseline} <= present
+            for row in paired_seed_comparison(records, candidate=candidate,
+                                              baseline=baseline, metric=metric)]
+
+
+def comparisons_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown table of :func:`paired_comparisons` (a sentence when there is none, as for a
+    call that trained one setting, which ``experiments/smat_table1_cells.py`` pairs
+    with the others)."""
+    if not rows:
+        return "No compared pair of settings has students in these records."
+    return markdown_table(
+        ["candidate vs baseline", "n", "models", "median difference (points)", "wins",
+         "p (one-sided)"],
+        [[f"{r['candidate']} vs {r['baseline']}", r["num_examples"], r["num_models"],
+          f"{100 * r['median_difference']:+.2f}", f"{r['wins']}/{r['num_models']}",
+          f"{r['p_value']:.3f}"] for r in rows])
+
+
+def per_student_table(records: Sequence[Mapping[str, Any]], field: str = "steps") -> str:
+    """Markdown table of what each cell's students took (median [min:max]) of a record's
+    `field`, rounded to whole numbers: the training steps, or ``train_seconds``."""
+    cells: dict[tuple[str, int], list[int]] = {}
+    for record in records:
+        cells.setdefault((record["explainer"], record["num_examples"]), []).append(
+            round(record[field]))
+    sizes = sorted({size for _, size in cells})
+
+    def cell(values: list[int] | None) -> str:
+        return "–" if values is None else (f"{int(np.median(values))} [{min(values)}:"
+                                           f"{max(values)}]")
+
+    return markdown_table(["explainer", *(f"n={size}" for size in sizes)],
+                          [[explainer, *(cell(cells.get((explainer, size))) for size in sizes)]
+                           for explainer in dict.fromkeys(name for name, _ in cells)])
+
+
+def paper_table(cells: Mapping[str, Sequence[str]], sizes: Sequence[int]) -> str:
+    """A paper's simulability table in the layout of :func:`simulability_table`: one row of
+    cells per explainer, one column per size."""
+    return markdown_table(["explainer", *(f"n={size}" for size in sizes)],
+                          [[name, *row] for name, row in cells.items()])
+
+
+def check_one_teacher(runs: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse runs (by file name) whose students learned from different teachers: the
+    teachers' test scores differ, or the students' records name different teacher weights
+    (``teacher_params``; records written before it was kept name none).
+
+    Raises:
+      ValueError: naming each file's teacher test accuracy and weights.
+    """
+    def weights(run: Mapping[str, Any]) -> set[str]:
+        return {record["teacher_params"] for record in run["records"]
+                if record.get("teacher_params")}
+
+    scores = {repr(run.get("teacher_test")) for run in runs.values()}
+    if len(scores) > 1 or len(set().union(*map(weights, runs.values()))) > 1:
+        listed = "; ".join(
+            f"{name}: test accuracy {run.get('teacher_test', {}).get('accuracy')}, weights "
+            f"{', '.join(sorted(weights(run))) or 'not recorded'}" for name, run in runs.items())
+        raise ValueError(f"the runs were trained from different teachers ({listed}); pair "
+                         "only the cells of one teacher")
+
+
+def joined_records(runs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every student of `runs` (by file name), once.
+
+    Raises:
+      ValueError: a student (setting, size, seed) in two files, or twice in one.
+    """
+    seen: dict[tuple[str, int, int], str] = {}
+    records = []
+    for name, run in runs.items():
+        for record in run["records"]:
+            key = (record["explainer"], record["num_examples"], record["seed"])
+            if key in seen:
+                raise ValueError(f"the {key[0]} student of n={key[1]}, seed {key[2]} is in "
+                                 f"{seen[key]} and in {name}: list each cell once")
+            seen[key] = name
+            records.append(record)
+    return records
+
+
+def seeds_per_setting(records: Sequence[Mapping[str, Any]]) -> str:
+    """One line per size naming each setting's seeds: the table's medians do not say that a
+    setting still being trained (a cell a call) has fewer students than the others."""
+    seeds: dict[int, dict[str, list[int]]] = {}
+    for record in records:
+        seeds.setdefault(record["num_examples"], {}).setdefault(
+            record["explainer"], []).append(record["seed"])
+    return "\n".join(
+        f"Seeds at n={size}: " + "; ".join(f"{explainer} {', '.join(map(str, sorted(found)))}"
+                                         for explainer, found in sorted(by_setting.items())) + "."
+        for size, by_setting in sorted(seeds.items()))
+
+
+def cells_report(records: Sequence[Mapping[str, Any]],
+                 comparisons: Sequence[tuple[str, str]] = COMPARISONS
+                 ) -> tuple[str, list[dict[str, Any]], str]:
+    """(the simulability table, the paired tests of `comparisons` whose two settings both
+    have students, and the three as markdown with the steps and training times)."""
+    paired = paired_comparisons(records, comparisons=comparisons)
+    table = simulability_table(records)
+    hours = sum(record["train_seconds"] for record in records) / 3600
+    text = (f"Test simulability, median [q25:q75] over seeds (`*`: IQR above no explainer's):"
+            f"\n\n{table}\n\n"
+            f"{seeds_per_setting(records)}\n\nPaired over "
+            f"seeds (one-sided Wilcoxon signed-rank, one trained student per seed):\n\n"
+            f"{comparisons_table(paired)}\n\nTraining steps per student (median "
+            f"[min:max]):\n\n{per_student_table(records)}\n\nTraining time per student, "
+            f"seconds (median [min:max]; {hours:.1f} h for all {len(records)}, each on "
+            f"the machine that trained it):\n\n{per_student_table(records, 'train_seconds')}\n")
+    return table, paired, text
