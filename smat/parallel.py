@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import math
 import os
+import socket
+import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +53,8 @@ __all__ = [
 PyTree = Any
 
 DATA_AXIS = "data"
+# Seconds the processes of a multi-host run wait for each other to join.
+JOIN_TIMEOUT = 300
 """Name of the mesh axis that batches are split over."""
 
 _CPU_HINT = ("on CPU, set XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX is "
@@ -222,6 +227,7 @@ def initialize_distributed(
     process_id: int | None = None,
     auto: bool = False,
     environ: Mapping[str, str] | None = None,
+    timeout: int = JOIN_TIMEOUT,
 ) -> bool:
     """Start JAX's multi-host runtime (``jax.distributed.initialize``) when it is asked for.
 
@@ -238,13 +244,16 @@ def initialize_distributed(
       auto: call ``jax.distributed.initialize()`` with JAX's cluster auto-detection for the
         values not given.
       environ: the environment to read (default ``os.environ``).
+      timeout: seconds every process waits for the others to join; a process other than
+        0 first waits that long for the coordinator to listen.
 
     Returns:
       True when the distributed runtime is running (started now or before), else False.
 
     Raises:
-      ValueError: some but not all of the three values are given without `auto`, or
-        they are out of range (naming the flag and the environment variable).
+      ValueError: some but not all of the three values are given without `auto`, they
+        are out of range (naming the flag and the environment variable), or the
+        coordinator does not listen within `timeout` seconds.
     """
     environ = os.environ if environ is None else environ
     values = {
@@ -279,5 +288,41 @@ def initialize_distributed(
         raise ValueError(f"process_id must lie in [0, {count}); got {index}")
     if not auto and count == 1:
         return False  # one process: nothing to coordinate
-    jax.distributed.initialize(**resolved)
+    if index and resolved["coordinator_address"]:
+        _wait_for_coordinator(resolved["coordinator_address"], timeout=timeout,
+                              process=f"process {index} of {count}")
+    # JAX ends the process itself (no Python error) when the others do not join in time:
+    # say beforehand what that would mean
+    print(f"smat: joining {count or 'the'} processes at "
+          f"{resolved['coordinator_address'] or 'the detected cluster'} (waiting up to "
+          f"{timeout} s; a 'DEADLINE_EXCEEDED' abort means a process did not start or "
+          "names another count: start every process with the same --coordinator and "
+          "--num-processes, then rerun the same command, which resumes)", file=sys.stderr)
+    jax.distributed.initialize(**resolved, initialization_timeout=timeout)
     return True
+
+
+def _wait_for_coordinator(address: str, *, timeout: float, process: str) -> None:
+    """Return once something listens at `address` (``host:port``), trying for `timeout`
+    seconds: a process that is not the coordinator checks this before JAX, which would
+    abort the process without a Python error when it cannot register.
+
+    Raises:
+      ValueError: nothing listens there in time (naming the address and what to do).
+    """
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--coordinator {address!r} must be HOST:PORT")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise ValueError(
+                    f"{process} could not reach the coordinator at {address} within "
+                    f"{timeout:g} s: start process 0 (--process-id 0) with the same "
+                    "--coordinator and --num-processes, check the host and port are "
+                    "reachable from here, then rerun this command") from None
+            time.sleep(0.5)

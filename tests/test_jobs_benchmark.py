@@ -139,3 +139,19 @@ def test_explanations_computed_elsewhere_enter_as_a_built_in_explainer(tiny_teac
         assert (tmp_path / "bench" / f"benchmark.{suffix}").stat().st_size > 0
     out = capsys.readouterr().out
     assert "| mine |" in out and "n/a" in out
+
+
+def test_without_explainers_the_benchmark_runs_its_default_set():
+    """`smat benchmark --model M` alone is a report: the default explainers on 64 rows;
+    a flag changes only what it names."""
+    import dataclasses
+
+    from smat.cli import parse_command
+    from smat.jobs.benchmark import DEFAULT_EXPLAIN
+
+    _, config = parse_command(["benchmark", "--model", "m"])
+    assert config.benchmark.explain == DEFAULT_EXPLAIN
+    assert DEFAULT_EXPLAIN.num_examples == 64 and "random" in DEFAULT_EXPLAIN.explainers
+    _, config = parse_command(["benchmark", "--model", "m", "--explainers", "gradient"])
+    assert config.benchmark.explain == dataclasses.replace(DEFAULT_EXPLAIN,
+                                                           explainers=("gradient",))

@@ -375,3 +375,36 @@ def test_bfloat16_explanations_and_faithfulness_stay_close_to_float32(tiny_teach
     with pytest.raises(ValueError, match="the model is in bfloat16 but ExplainConfig.precision "
                                          "is 'float32': load it with"):
         explain_data(low, data, explain)
+
+
+def test_held_out_rows_are_cached_in_the_model_folder_and_keyed_by_the_data(
+        tiny_teacher, tmp_path, monkeypatch):
+    """The first evaluation caches the rows; the next reads them without loading the data
+    set (checked by making a load fail); an edited data file misses the cache and is
+    refused as before."""
+    import shutil
+
+    from smat.store import run_record
+
+    teacher = tmp_path / "teacher"
+    shutil.copytree(tiny_teacher, teacher)
+    model = load(teacher / "model")
+    first = held_out_split(model, folder=teacher)
+    cached = list((teacher / "model").glob("held_out_test_*.npz"))
+    assert len(cached) == 1
+    for got, want in zip(first, held_out_split(model), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the data set was loaded again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(run_record, "load_run", no_loading)
+        again = held_out_split(model, num_examples=5, folder=teacher / "model")
+    np.testing.assert_array_equal(again.input_ids, first.input_ids[:5])
+    # the teacher-train rows are a cache of their own
+    assert len(held_out_split(model, split="teacher_train", folder=teacher).labels) > 40
+    # an edited data file (another content fingerprint) is not read from the cache
+    monkeypatch.setattr(run_record, "data_fingerprint", lambda data: {"source": "0" * 16})
+    with pytest.raises(ValueError, match="changed since it was trained"):
+        held_out_split(model, folder=teacher)

@@ -39,6 +39,17 @@ def test_cascade_step_i_reinitialises_exactly_the_last_i_blocks(model):
         assert all(np.array_equal(s, _leaf(trained, *path)) for s in _leaf(family.params, *path))
 
 
+def test_full_mode_is_the_cascades_two_ends(model):
+    cascade = randomized_family(model, mode="cascading", seed=1, head=True)
+    full = randomized_family(model, mode="full", seed=1, head=True)
+    assert full.labels == ("original", "last 2") and full.randomized.tolist() == [
+        [False, False], [True, True]]
+    for ends, both in zip(jax.tree.leaves(jax.tree.map(lambda x: x[np.array([0, -1])],
+                                                       cascade.params)),
+                          jax.tree.leaves(full.params), strict=True):
+        np.testing.assert_array_equal(ends, both)
+
+
 def test_independent_steps_and_the_head_option(model):
     _, trained = functional.split(model)
     family = randomized_family(model, mode="independent", blocks=[1], head=True)

@@ -102,9 +102,13 @@ def test_resolve_mesh_explicit_ambient_or_none():
 
 
 def test_initialize_distributed_only_when_multi_host(monkeypatch):
-    calls = []
+    from smat import parallel
+
+    calls, waited = [], []
     monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: calls.append(kw))
     monkeypatch.setattr(jax.distributed, "is_initialized", lambda: False)
+    monkeypatch.setattr(parallel, "_wait_for_coordinator",
+                        lambda address, **kw: waited.append(address))
     assert initialize_distributed(environ={}) is False
     assert initialize_distributed(num_processes=1, process_id=0, coordinator_address="h:1",
                                   environ={}) is False
@@ -114,10 +118,15 @@ def test_initialize_distributed_only_when_multi_host(monkeypatch):
     assert initialize_distributed(environ=env) is True
     assert initialize_distributed(process_id=3, environ=env) is True  # a flag beats the env
     assert initialize_distributed(auto=True, environ={}) is True  # cluster auto-detection
+    timeout = {"initialization_timeout": parallel.JOIN_TIMEOUT}
     assert calls == [
-        {"coordinator_address": "10.0.0.1:1234", "num_processes": 4, "process_id": 2},
-        {"coordinator_address": "10.0.0.1:1234", "num_processes": 4, "process_id": 3},
-        {"coordinator_address": None, "num_processes": None, "process_id": None}]
+        {"coordinator_address": "10.0.0.1:1234", "num_processes": 4, "process_id": 2,
+         **timeout},
+        {"coordinator_address": "10.0.0.1:1234", "num_processes": 4, "process_id": 3,
+         **timeout},
+        {"coordinator_address": None, "num_processes": None, "process_id": None, **timeout}]
+    # a process other than 0 first makes sure the coordinator listens
+    assert waited == ["10.0.0.1:1234", "10.0.0.1:1234"]
     with pytest.raises(ValueError, match="missing --num-processes / JAX_NUM_PROCESSES, "
                                          "--process-id / JAX_PROCESS_ID"):
         initialize_distributed(coordinator_address="h:1", environ={})
@@ -125,6 +134,36 @@ def test_initialize_distributed_only_when_multi_host(monkeypatch):
         initialize_distributed(process_id=4, environ=env)
     with pytest.raises(ValueError, match="JAX_NUM_PROCESSES='two' is not a valid int"):
         initialize_distributed(environ={**env, "JAX_NUM_PROCESSES": "two"})
+
+
+def test_a_coordinator_nobody_runs_ends_in_one_line_not_an_abort(monkeypatch, capsys):
+    """JAX aborts a process that cannot register (no Python error); smat's process 1 first
+    waits for the coordinator to listen, and ends with a ValueError naming what to do."""
+    import socket
+    import time
+
+    from smat.cli import main
+
+    with socket.socket() as probe:  # a free port: nothing listens there
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    started = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: started.append(kw))
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=rf"process 1 of 2 could not reach the coordinator "
+                                         rf"at localhost:{port} within 1 s: start process 0"):
+        initialize_distributed(coordinator_address=f"localhost:{port}", num_processes=2,
+                               process_id=1, environ={}, timeout=1)
+    assert time.monotonic() - start < 10 and started == []
+    with pytest.raises(ValueError, match="must be HOST:PORT"):
+        initialize_distributed(coordinator_address="nohost", num_processes=2, process_id=1,
+                               environ={}, timeout=1)
+    # the command line: one line, exit 2
+    code = main(["predict", "--model", "nowhere", "nowhere.txt",
+                 "--coordinator", f"localhost:{port}", "--num-processes", "2",
+                 "--process-id", "1", "--join-timeout", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "could not reach the coordinator" in err and "Traceback" not in err
 
 
 # ------------------------------------------------------------------ teacher step

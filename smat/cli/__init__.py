@@ -152,7 +152,7 @@ def _runtime(runtime: Any):
     # the cache is keyed by the backend's machine.
     initialize_distributed(coordinator_address=runtime.coordinator,
                            num_processes=runtime.num_processes, process_id=runtime.process_id,
-                           auto=runtime.distributed)
+                           auto=runtime.distributed, timeout=runtime.join_timeout)
     with jax.set_mesh(data_mesh(runtime.devices)), progress_bars(not runtime.no_progress), \
             command_compile_cache(runtime.cache_flag):
         yield

@@ -32,6 +32,7 @@ from smat.jobs.study import SAMPLE_RULES, StudyConfig
 from smat.jobs.teacher_run import run_teacher
 from smat.json_files import read_json
 from smat.models.source import ModelSource
+from smat.parallel import JOIN_TIMEOUT
 from smat.registry import STUDENT_SETTINGS
 from smat.training.loop import seed_folders
 from smat.training.student import StudentTrainConfig
@@ -52,6 +53,8 @@ class Runtime:
       num_processes: multi-host: number of processes (or JAX_NUM_PROCESSES).
       process_id: multi-host: this process, 0..N-1 (or JAX_PROCESS_ID).
       distributed: multi-host with JAX's cluster detection (TPU pod, SLURM, MPI).
+      join_timeout: multi-host: seconds each process waits for the others to join (a
+        process other than 0 first waits as long for the coordinator).
       compile_cache: persist compiled XLA programs in this folder, one sub-folder per
         machine kind ('off' disables it).
       no_compile_cache: compile every program afresh (same as --compile-cache off).
@@ -64,6 +67,7 @@ class Runtime:
     num_processes: int | None = field(default=None, metadata={"shown": "none: one host"})
     process_id: int | None = field(default=None, metadata={"shown": "none: one host"})
     distributed: bool = False
+    join_timeout: int = JOIN_TIMEOUT
     compile_cache: str | None = field(default=None, metadata={
         "metavar": "DIR",
         "shown": f"${COMPILE_CACHE_ENV}, else $JAX_COMPILATION_CACHE_DIR, else "
@@ -506,9 +510,11 @@ def evaluation_texts(texts: str | None, explain: ExplainConfig, *,
     return read_texts(texts) if texts else None
 
 
-def evaluation_rows(trained: Any, texts: Sequence[str] | None, num_examples: int | None) -> Any:
+def evaluation_rows(trained: Any, texts: Sequence[str] | None, num_examples: int | None, *,
+                    folder: str) -> Any:
     """The rows an evaluation scores: `texts` (:func:`evaluation_texts`) or, without them,
-    the model's held-out test split; the first `num_examples` of either."""
+    the model's held-out test split (cached in its `folder` after the first evaluation);
+    the first `num_examples` of either."""
     import numpy as np
 
     from smat.data import take
@@ -516,7 +522,7 @@ def evaluation_rows(trained: Any, texts: Sequence[str] | None, num_examples: int
     from smat.store.model_store import encode_texts
 
     if texts is None:
-        return held_out_split(trained, num_examples=num_examples)
+        return held_out_split(trained, num_examples=num_examples, folder=folder)
     data = encode_texts(trained, texts, job="evaluate")
     if num_examples is not None and num_examples < len(data.labels):
         data = take(data, np.arange(num_examples))
@@ -548,7 +554,8 @@ def model_report(config: ModelEvaluation, explain: ExplainConfig,
     texts = (evaluation_texts(config.texts, explain) if explanation_files
              else read_texts(config.texts) if config.texts else None)
     trained = load(config.model, precision=explain.precision)
-    report = compute(trained, evaluation_rows(trained, texts, explain.num_examples))
+    report = compute(trained, evaluation_rows(trained, texts, explain.num_examples,
+                                              folder=config.model))
     write_report(config.output_dir, name, report, table(report))
     return 0
 
@@ -631,10 +638,11 @@ def agreement(config: Agreement) -> int:
     first = next(iter(models.values()))[0]
     groups = None
     if settings.groups is None:
-        data = evaluation_rows(first, texts, settings.explain.num_examples)
+        data = evaluation_rows(first, texts, settings.explain.num_examples,
+                               folder=next(iter(variants.values()))[0])
     else:
         split, labels = load_groups(settings.groups)
-        data = held_out_split(first, split=split)
+        data = held_out_split(first, split=split, folder=next(iter(variants.values()))[0])
         if len(labels) != len(data.labels):
             raise ValueError(f"{settings.groups} labels {len(labels)} rows but the model's "
                              f"{split} split has {len(data.labels)}")
@@ -745,7 +753,7 @@ def benchmark(config: Benchmark) -> int:
     settings = config.benchmark
     texts = evaluation_texts(config.texts, settings.explain)
     trained = load(config.model, precision=settings.explain.precision)
-    data = evaluation_rows(trained, texts, settings.explain.num_examples)
+    data = evaluation_rows(trained, texts, settings.explain.num_examples, folder=config.model)
     report = benchmark_report(trained, data, settings, progress=(
         (lambda message: None) if config.runtime.no_progress
         else (lambda message: print(f"benchmark: {message}", file=sys.stderr, flush=True))))

@@ -84,17 +84,17 @@ def _faithfulness(inputs: Explained, config: BenchmarkConfig) -> dict[str, dict[
 
 def _randomization(inputs: Explained, config: BenchmarkConfig) -> dict[str, dict[str, Cell]]:
     result: dict[str, dict[str, Cell]] = {}
-    steps = inputs.trained.model.encoder.config.num_layers + 1  # the cascade's models
+    steps = 2  # the trained model and the one with every block re-initialised
     for name in inputs.scores:
         if not registry.is_static(name):
             result[name] = {"randomization_similarity": None}
             continue
-        # one explainer at a time, the rows per call divided among the cascade's models:
-        # every model of the cascade is explained in one vmapped call
+        # one explainer at a time, the rows per call divided between the two models, which
+        # are explained in one vmapped call
         explain = dataclasses.replace(config.explain, explainers=(name,),
                                       batch_size=max(1, config.explain.batch_size // steps))
         report = sanity_report(inputs.trained, inputs.data,
-                               SanityConfig(mode="cascading", explain=explain))
+                               SanityConfig(mode="full", explain=explain))
         result[name] = {"randomization_similarity":
                         report["explainers"][name]["spearman_abs"][-1]}
     return result
@@ -142,6 +142,13 @@ MEASURES: dict[str, Measure] = {
 """The benchmark's measures, in the report's column order."""
 
 
+DEFAULT_EXPLAIN = ExplainConfig(
+    explainers=("gradient", "input_x_gradient", "integrated_gradients", "attention_all",
+                "random"), num_examples=64, ig_steps=20)
+"""The benchmark's explainers and rows when none are named: the gradient family, static
+attention and the random baseline on the first 64 held-out rows (IG with 20 steps)."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchmarkConfig:
     """Settings of a benchmark report (:func:`benchmark_report`).
@@ -152,7 +159,9 @@ class BenchmarkConfig:
       leakage_bins: leakage: the probe's position bins.
       leakage_folds: leakage: the probe's cross-validation folds.
       explain: which explainers run and how (ExplainConfig); learned explainers as their
-        folders, explanations computed elsewhere as their files.
+        folders, explanations computed elsewhere as their files. Without flags: gradient,
+        input_x_gradient, integrated_gradients (20 steps), attention_all and random on the
+        first 64 rows (DEFAULT_EXPLAIN)
     """
 
     measures: tuple[str, ...] = dataclasses.field(
@@ -160,7 +169,9 @@ class BenchmarkConfig:
     bins: tuple[float, ...] = DEFAULT_BINS
     leakage_bins: int = 8
     leakage_folds: int = 5
-    explain: ExplainConfig
+    explain: ExplainConfig = dataclasses.field(
+        default_factory=lambda: DEFAULT_EXPLAIN,
+        metadata={"base": lambda values: DEFAULT_EXPLAIN})
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.measures if m not in MEASURES]
@@ -408,9 +419,10 @@ def write_benchmark(report: Mapping[str, Any], output_dir: str | Path) -> dict[s
     return {kind: str(path) for kind, path in written.items()}
 
 
-def benchmark(model: str | Path, *, explainers: Sequence[str],
+def benchmark(model: str | Path, *, explainers: Sequence[str] = DEFAULT_EXPLAIN.explainers,
               texts: Sequence[str] | None = None, measures: Sequence[str] = tuple(MEASURES),
-              num_examples: int | None = 100, output_dir: str | Path | None = None,
+              num_examples: int | None = DEFAULT_EXPLAIN.num_examples,
+              output_dir: str | Path | None = None,
               **explain_settings: Any) -> dict[str, Any]:
     """The benchmark of a saved model's explainers in one call (``smat.benchmark``).
 
@@ -422,19 +434,19 @@ def benchmark(model: str | Path, *, explainers: Sequence[str],
       num_examples: the first N rows (None: all).
       output_dir: if given, where :func:`write_benchmark` writes the report.
       **explain_settings: further :class:`smat.jobs.explain.ExplainConfig` fields
-        (``ig_steps``, ``batch_size``, ...).
+        (``ig_steps``, ``batch_size``, ...; default :data:`DEFAULT_EXPLAIN`'s).
 
     Returns:
       the report of :func:`benchmark_report`.
     """
     from smat.jobs.reports import held_out_split
 
-    explain = ExplainConfig(explainers=tuple(map(str, explainers)), num_examples=num_examples,
-                            **explain_settings)
+    explain = dataclasses.replace(DEFAULT_EXPLAIN, explainers=tuple(map(str, explainers)),
+                                  num_examples=num_examples, **explain_settings)
     config = BenchmarkConfig(measures=tuple(measures), explain=explain)
     trained = model_store.load(model, precision=explain.precision)
     if texts is None:
-        data = held_out_split(trained, num_examples=num_examples)
+        data = held_out_split(trained, num_examples=num_examples, folder=model)
     else:
         data = model_store.encode_texts(trained, list(texts)[:num_examples], job="benchmark")
     report = benchmark_report(trained, data, config)

@@ -64,7 +64,7 @@ from smat.models import functional
 from smat.models.inference import map_batches
 from smat.store import model_store
 from smat.store.explanation_file import explainer_names, is_explanation_file
-from smat.store.run_record import load_run
+from smat.store.run_record import HELD_OUT_SPLITS, held_out_rows
 
 __all__ = [
     "AgreementConfig",
@@ -153,11 +153,12 @@ class PlausibilityConfig:
 PER_INSTANCE = {"pearson": pearson_r, "kendall": kendall_tau_b, "spearman": spearman_rho}
 
 
-SPLITS = ("test", "teacher_train")
+SPLITS = HELD_OUT_SPLITS
 
 
 def held_out_split(trained: model_store.TrainedModel, *,
-                   num_examples: int | None = None, split: str = "test") -> Encoded:
+                   num_examples: int | None = None, split: str = "test",
+                   folder: str | Path | None = None) -> Encoded:
     """The model's held-out test split (the SMaT protocol's student test part), or the rows
     it trained on (``split="teacher_train"``, where cartography groups live).
 
@@ -168,6 +169,8 @@ def held_out_split(trained: model_store.TrainedModel, *,
       trained: a model saved by ``smat train-teacher`` (``smat.store.model_store.load``).
       num_examples: keep the first N rows (default: all).
       split: "test" or "teacher_train".
+      folder: the model's folder, where the rows are cached after the first call
+        (:func:`smat.store.run_record.held_out_rows`).
 
     Raises:
       ValueError: the model has no saved data settings, num_examples < 1, or an unknown
@@ -175,10 +178,7 @@ def held_out_split(trained: model_store.TrainedModel, *,
     """
     if num_examples is not None and num_examples < 1:
         raise ValueError(f"num_examples must be >= 1, got {num_examples}")
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose from {SPLITS}")
-    parts = load_run(trained).parts
-    rows = parts.student_test if split == "test" else parts.teacher_train
+    rows = held_out_rows(trained, split=split, folder=folder)
     if num_examples is not None and num_examples < len(rows.labels):
         rows = take(rows, np.arange(num_examples))
     return rows

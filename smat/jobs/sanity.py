@@ -42,8 +42,8 @@ class SanityConfig:
     """Settings of a randomization sanity check (:func:`sanity_report`).
 
     Attributes:
-      mode: "cascading" (the last i blocks re-initialised at step i) or "independent" (one
-        block at a time).
+      mode: "cascading" (the last i blocks re-initialised at step i), "independent" (one
+        block at a time) or "full" (every block at once: the cascade's last step alone).
       depth: cascading: how many blocks deep (None: all).
       blocks: independent: which blocks, 0-based (empty: all).
       head: also re-initialise the classification head at every randomized step.

@@ -25,7 +25,7 @@ from flax import nnx
 from smat.models import functional
 from smat.models.heads import SequenceClassifier
 
-MODES = ("cascading", "independent")
+MODES = ("cascading", "independent", "full")
 HEAD_KEYS = ("classifier", "scalar_mix")
 
 
@@ -41,6 +41,9 @@ def _steps(mode: str, num_layers: int, depth: int | None,
            blocks: Sequence[int]) -> tuple[np.ndarray, tuple[str, ...]]:
     if mode not in MODES:
         raise ValueError(f"unknown randomization mode {mode!r}; choose from {MODES}")
+    if mode == "full":  # the cascade's last step alone: every block re-initialised
+        return np.stack([np.zeros(num_layers, bool), np.ones(num_layers, bool)]), (
+            "original", f"last {num_layers}")
     if mode == "cascading":
         depth = num_layers if depth is None else depth
         if not 1 <= depth <= num_layers:
@@ -66,7 +69,8 @@ def randomized_family(model: SequenceClassifier, *, mode: str = "cascading",
 
     Args:
       model: a smat text classifier (its layers stacked on a leading layer axis).
-      mode: "cascading" or "independent".
+      mode: "cascading", "independent" or "full" (the trained model and the one with
+        every block re-initialised: the cascade's two ends).
       depth: cascading: how many blocks deep to go (default all).
       blocks: independent: which blocks, 0-based (default all).
       head: also re-initialise the classification head in every randomized step.

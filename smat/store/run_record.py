@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-from smat.data import PatchLayout, TextDataset
+from smat.data import Encoded, PatchLayout, TextDataset
 from smat.data.images import IMAGENET_MEAN, IMAGENET_STD, ImageDataset
 from smat.data.protocol import (
     DataConfig,
@@ -33,7 +33,12 @@ from smat.data.protocol import (
 from smat.json_files import read_json, recorded_dataclass
 from smat.models import ModelSource, ViTConfig
 from smat.store import model_store
-from smat.store.run_log import check_run_settings, write_json_atomic
+from smat.store.run_log import (
+    cached_arrays,
+    check_run_settings,
+    settings_hash,
+    write_json_atomic,
+)
 
 CODE_VERSION_KEY = "smat_version"
 
@@ -326,6 +331,44 @@ def load_run(run: model_store.TrainedModel | str | Path, *, num_examples: int = 
     source = (read_record(run_dir).model
               if run_dir is not None and (run_dir / "config.json").is_file() else None)
     return TeacherRun(trained, data, parts, source)
+
+
+HELD_OUT_SPLITS = ("test", "teacher_train")
+
+
+def held_out_rows(trained: model_store.TrainedModel, *, split: str = "test",
+                  folder: str | Path | None = None) -> Encoded:
+    """A trained teacher's protocol rows, tokenized: its held-out test rows (the student
+    test part), or the rows it trained on (``split="teacher_train"``).
+
+    With `folder` (the model's folder, or its teacher run's) they are computed once and
+    cached there, keyed by the model's ``model.json`` facts and the content fingerprint of
+    its data files as they are now: a later evaluation reads a small array file instead of
+    loading, tokenizing and splitting the whole data set; a changed data file misses the
+    cache and is refused as :func:`load_run` refuses it. A folder that cannot be written to
+    is read without a cache.
+
+    Raises:
+      ValueError: an unknown split; as :func:`load_run`.
+    """
+    if split not in HELD_OUT_SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose from {HELD_OUT_SPLITS}")
+
+    def rows() -> Encoded:
+        parts = load_run(trained).parts
+        return parts.student_test if split == "test" else parts.teacher_train
+
+    if folder is None:
+        return rows()
+    data = located(_recorded_data_config(trained.info, _LOADED_MODEL_JSON), trained.info,
+                   _LOADED_MODEL_JSON)
+    key = settings_hash({"model": trained.info, "files": data_fingerprint(data),
+                         "split": split})
+    path = _model_and_run_folders(folder)[0] / f"held_out_{split}_{key}.npz"
+    try:
+        return Encoded(**cached_arrays(path, lambda: rows()._asdict()))
+    except PermissionError:
+        return rows()
 
 
 def student_pool_size(teacher_dir: str | Path, student_pool: str = "held_out") -> int:
