@@ -388,6 +388,8 @@ def test_held_out_rows_are_cached_in_the_model_folder_and_keyed_by_the_data(
 
     teacher = tmp_path / "teacher"
     shutil.copytree(tiny_teacher, teacher)
+    for earlier in (teacher / "model").glob("held_out_*.npz"):  # other tests' evaluations
+        earlier.unlink()
     model = load(teacher / "model")
     first = held_out_split(model, folder=teacher)
     cached = list((teacher / "model").glob("held_out_test_*.npz"))
@@ -402,6 +404,11 @@ def test_held_out_rows_are_cached_in_the_model_folder_and_keyed_by_the_data(
         patched.setattr(run_record, "load_run", no_loading)
         again = held_out_split(model, num_examples=5, folder=teacher / "model")
     np.testing.assert_array_equal(again.input_ids, first.input_ids[:5])
+    # a moved model folder keeps its cache
+    shutil.copytree(teacher, tmp_path / "moved")
+    with monkeypatch.context() as patched:
+        patched.setattr(run_record, "load_run", no_loading)
+        held_out_split(load(tmp_path / "moved" / "model"), folder=tmp_path / "moved")
     # the teacher-train rows are a cache of their own
     assert len(held_out_split(model, split="teacher_train", folder=teacher).labels) > 40
     # an edited data file (another content fingerprint) is not read from the cache
