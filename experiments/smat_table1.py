@@ -77,7 +77,6 @@ from table1_variants import DATA_DIR_HELP, HUB_DATA, VARIANTS, get_config
 
 from smat.cli.experiment import (
     check_data_files,
-    check_reused_teacher,
     chosen_grid,
     command_runtime,
     data_dir_or_hub,
@@ -110,8 +109,6 @@ def run(config: ExperimentConfig, *, variant: str, output_dir: str | Path,
                                                                seed=teacher_seed))
     if data_dir is not None:
         check_data_files(config.data, data_dir)
-    if teacher_dir is not None and (Path(teacher_dir) / "result.json").is_file():
-        check_reused_teacher(teacher_dir, config.data, variant=variant)
     return run_experiment(config, variant=variant, output_dir=output_dir,
                           teacher_dir=teacher_dir, progress=progress,
                           teacher_only=teacher_only, smat_cells=smat_cells)

@@ -27,7 +27,7 @@ import thesis_evaluations  # noqa: E402
 
 from smat import compile_cache  # noqa: E402
 from smat.cli import experiment as command_line  # noqa: E402
-from smat.jobs import simulability_report  # noqa: E402
+from smat.jobs import experiment, simulability_report  # noqa: E402
 
 
 def _smoke(**grid):
@@ -171,7 +171,7 @@ def test_table1_teacher_only_stops_before_any_student(tiny_teacher, tmp_path, ca
     from smat.models import functional
     from smat.store import model_store
 
-    with pytest.warns(command_line.OtherDataTeacherWarning):  # the tiny teacher's csv
+    with pytest.warns(experiment.OtherDataTeacherWarning):  # the tiny teacher's csv
         smat_table1.main(["--smoke", "--teacher", str(tiny_teacher), "--teacher-only",
                           "--output-dir", str(tmp_path)])
     # the fingerprint of the weights themselves, not only the one model.json records
@@ -274,18 +274,18 @@ def test_a_reused_teacher_of_other_data_is_said(tiny_teacher, tmp_path):
     shutil.copy(data.source, copy)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        command_line.check_reused_teacher(tiny_teacher, data, variant="smoke")
-        command_line.check_reused_teacher(
+        experiment.check_reused_teacher(tiny_teacher, data, variant="smoke")
+        experiment.check_reused_teacher(
             tiny_teacher, dataclasses.replace(data, source=str(copy)), variant="smoke")
     copy.write_text(copy.read_text() + copy.read_text().splitlines()[-1] + "\n")
-    with pytest.warns(command_line.OtherDataTeacherWarning,
+    with pytest.warns(experiment.OtherDataTeacherWarning,
                       match=f"source: '{data.source}', the variant's '{copy}'"):
-        command_line.check_reused_teacher(
+        experiment.check_reused_teacher(
             tiny_teacher, dataclasses.replace(data, source=str(copy)), variant="smoke")
-    with pytest.warns(command_line.OtherDataTeacherWarning,
+    with pytest.warns(experiment.OtherDataTeacherWarning,
                       match=r"other data than the cpu variant reads \(max_len: 16, the "
                       r"variant's 64\): its students and table are of the teacher's data"):
-        command_line.check_reused_teacher(tiny_teacher, dataclasses.replace(data, max_len=64),
+        experiment.check_reused_teacher(tiny_teacher, dataclasses.replace(data, max_len=64),
                                           variant="cpu")
 
 
@@ -364,7 +364,7 @@ def test_normalizer_table_marks_cells_above_the_baseline():
 
 @pytest.mark.slow
 def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tmp_path):
-    with pytest.warns(command_line.OtherDataTeacherWarning):  # the tiny teacher's csv
+    with pytest.warns(experiment.OtherDataTeacherWarning):  # the tiny teacher's csv
         table1 = smat_table1.run(_smoke(), variant="smoke", output_dir=tmp_path / "t1",
                                  teacher_dir=tiny_teacher, progress=False)
     assert len(table1["records"]) == 7 * 2 * 2
@@ -383,7 +383,7 @@ def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tm
     # rerunning reuses every finished student
     stamp = (tmp_path / "t1" / "students" / "n32" / "smat" / "seed0" / "result.json"
              ).stat().st_mtime_ns
-    with pytest.warns(command_line.OtherDataTeacherWarning):
+    with pytest.warns(experiment.OtherDataTeacherWarning):
         smat_table1.run(_smoke(), variant="smoke", output_dir=tmp_path / "t1",
                         teacher_dir=tiny_teacher, progress=False)
     assert (tmp_path / "t1" / "students" / "n32" / "smat" / "seed0" / "result.json"
@@ -736,13 +736,13 @@ def test_ablation_arms_train_from_the_smat_students_of_the_same_teacher(tiny_tea
                                variant="smoke", teacher_dir=tiny_teacher, progress=False,
                                **options)
 
-    with pytest.warns(command_line.OtherDataTeacherWarning):
+    with pytest.warns(experiment.OtherDataTeacherWarning):
         smat = run(("smat",), output_dir=tmp_path / "smat")
     with pytest.raises(ValueError, match="hold no SMaT student of seed 0 at n=32"), \
-            pytest.warns(command_line.OtherDataTeacherWarning):
+            pytest.warns(experiment.OtherDataTeacherWarning):
         run(("smat_frozen",), output_dir=tmp_path / "arms")
     cells = [tmp_path / "smat" / "results.json"]
-    with pytest.warns(command_line.OtherDataTeacherWarning):
+    with pytest.warns(experiment.OtherDataTeacherWarning):
         arms = run(("smat_frozen", "random_heads", "layer1", "smat_pool_outer"),
                    output_dir=tmp_path / "arms", smat_cells=cells)
     by_arm = {(r["explainer"], r["seed"]): r for r in arms["records"]}

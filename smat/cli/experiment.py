@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import dataclasses
 import sys
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,9 @@ from smat.cli.failures import reported_failures
 from smat.cli.flags import add_config_flags, build_config, in_flags
 from smat.compile_cache import command_compile_cache
 from smat.data.hub_sets import MIRROR_ENV, cache_root, hub_data_dir
-from smat.data.protocol import DataConfig, data_fingerprint
+from smat.data.protocol import DataConfig
 from smat.jobs.experiment import GRID_FLAGS, ExperimentConfig
 from smat.json_files import read_json
-from smat.store.run_record import saved_data_config
 
 
 def _driver_options(*, name: str, variants: Sequence[str], data_dir_help: str | None,
@@ -157,30 +155,6 @@ def check_data_files(data: DataConfig, data_dir: str | Path) -> None:
     missing = [Path(file).name for file in files if not Path(file).is_file()]
     if missing:
         raise FileNotFoundError(f"--data-dir {data_dir} lacks {', '.join(missing)}")
-
-
-class OtherDataTeacherWarning(UserWarning):
-    """A ``--teacher`` reused by a variant was trained on other data than the variant's."""
-
-
-def check_reused_teacher(teacher_dir: str | Path, data: DataConfig, *, variant: str) -> None:
-    """Warn when a ``--teacher`` was trained on other data than the variant reads: its
-    students and table are of the teacher's data (which the run records), under the
-    variant's name. Its training settings may differ (it is reused as it is); data files
-    at other paths with the same content are the same data."""
-    saved = saved_data_config(teacher_dir)
-    ours, theirs = dataclasses.asdict(data), dataclasses.asdict(saved)
-    differ = [key for key in ours if ours[key] != theirs[key]]
-    if differ:
-        fingerprint = data_fingerprint(data)
-        if fingerprint is not None and fingerprint == data_fingerprint(saved):
-            differ = [key for key in differ if key not in ("source", "student_source")]
-    if differ:
-        listed = "; ".join(f"{key}: {theirs[key]!r}, the variant's {ours[key]!r}"
-                           for key in differ)
-        warnings.warn(f"--teacher {teacher_dir} was trained on other data than the {variant} "
-                      f"variant reads ({listed}): its students and table are of the teacher's "
-                      "data", OtherDataTeacherWarning, stacklevel=2)
 
 
 def data_dir_or_hub(data_dir: str | None, hub_name: str | None) -> str | None:

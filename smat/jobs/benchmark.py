@@ -170,8 +170,7 @@ class BenchmarkConfig:
     leakage_bins: int = 8
     leakage_folds: int = 5
     explain: ExplainConfig = dataclasses.field(
-        default_factory=lambda: DEFAULT_EXPLAIN,
-        metadata={"base": lambda values: DEFAULT_EXPLAIN})
+        default=DEFAULT_EXPLAIN, metadata={"base": lambda values: DEFAULT_EXPLAIN})
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.measures if m not in MEASURES]

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from smat.data.protocol import DataConfig
+from smat.data.protocol import DataConfig, data_fingerprint
 from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.ablations import is_arm, run_arms
 from smat.jobs.grid import run_grid
@@ -129,6 +130,30 @@ class ExperimentConfig:
 GRID_FLAGS = ("sizes", "seeds", "explainers")
 
 
+class OtherDataTeacherWarning(UserWarning):
+    """A ``--teacher`` reused by a variant was trained on other data than the variant's."""
+
+
+def check_reused_teacher(teacher_dir: str | Path, data: DataConfig, *, variant: str) -> None:
+    """Warn when a ``--teacher`` was trained on other data than the variant reads: its
+    students and table are of the teacher's data (which the run records), under the
+    variant's name. Its training settings may differ (it is reused as it is); data files
+    at other paths with the same content are the same data."""
+    saved = saved_data_config(teacher_dir)
+    ours, theirs = dataclasses.asdict(data), dataclasses.asdict(saved)
+    differ = [key for key in ours if ours[key] != theirs[key]]
+    if differ:
+        fingerprint = data_fingerprint(data)
+        if fingerprint is not None and fingerprint == data_fingerprint(saved):
+            differ = [key for key in differ if key not in ("source", "student_source")]
+    if differ:
+        listed = "; ".join(f"{key}: {theirs[key]!r}, the variant's {ours[key]!r}"
+                           for key in differ)
+        warnings.warn(f"--teacher {teacher_dir} was trained on other data than the {variant} "
+                      f"variant reads ({listed}): its students and table are of the teacher's "
+                      "data", OtherDataTeacherWarning, stacklevel=2)
+
+
 def run_experiment(config: ExperimentConfig, *, variant: str, output_dir: str | Path,
                    teacher_dir: str | Path | None = None, progress: bool = True,
                    teacher_only: bool = False, smat_cells: Sequence[str | Path] = (),
@@ -140,7 +165,8 @@ def run_experiment(config: ExperimentConfig, *, variant: str, output_dir: str | 
       output_dir: the run folder: ``teacher/`` (unless `teacher_dir`), ``students/`` and
         the report's files.
       teacher_dir: a finished teacher run to reuse as it is (its data settings are recorded,
-        not the config's), or the folder to train the teacher in.
+        not the config's; other data than the config's warns, :func:`check_reused_teacher`),
+        or the folder to train the teacher in.
       teacher_only: stop after the teacher, returning its folder, test scores and weights
         fingerprint (a queue of one-student calls asks which teacher its students learn
         from before it skips those already trained).
@@ -153,6 +179,8 @@ def run_experiment(config: ExperimentConfig, *, variant: str, output_dir: str | 
     """
     output_dir = Path(output_dir)
     reused = reused_teacher(teacher_dir) if teacher_dir is not None else None
+    if reused:
+        check_reused_teacher(teacher_dir, config.data, variant=variant)
     teacher_dir = Path(teacher_dir) if teacher_dir is not None else output_dir / "teacher"
     settings = config.recorded()
     if reused:  # a reused teacher keeps its own settings: they are recorded, not the config's

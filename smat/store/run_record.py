@@ -360,8 +360,7 @@ def held_out_rows(trained: model_store.TrainedModel, *, split: str = "test",
 
     if folder is None:
         return rows()
-    data = located(_recorded_data_config(trained.info, _LOADED_MODEL_JSON), trained.info,
-                   _LOADED_MODEL_JSON)
+    data = located(saved_data_config(trained), trained.info, _LOADED_MODEL_JSON)
     facts = {k: v for k, v in trained.info.items() if k != "loaded_from"}  # movable
     key = settings_hash({"model": facts, "files": data_fingerprint(data), "split": split})
     path = _model_and_run_folders(folder)[0] / f"held_out_{split}_{key}.npz"
