@@ -189,6 +189,18 @@ def test_mean_rank_hand_computed():
     assert none.valid.tolist() == [False] * 3 and float(none.mean_fraction) == 0.0
 
 
+def test_ground_truth_metrics_summarise_each_explainer_over_valid_rows():
+    gold = jnp.asarray([[0, 1, 0], [1, 0, 0], [0, 0, 0]], bool)
+    mask = jnp.ones((3, 3), bool)
+    perfect = jnp.asarray([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.2, 0.1, 0.0]])
+    report = P.ground_truth_metrics({"perfect": perfect, "reversed": -perfect}, gold, mask)
+    assert report["perfect"]["num_valid"] == 2  # the row without a ground truth is left out
+    assert report["perfect"]["overlap"] == {"mean": 1.0, "low": 1.0, "high": 1.0}
+    assert report["perfect"]["mean_rank"]["mean"] == 1.0
+    assert report["reversed"]["overlap"]["mean"] == 0.0
+    assert report["reversed"]["mean_rank_fraction"]["mean"] == pytest.approx(1.0)
+
+
 @given(scored_rationales())
 @settings(max_examples=40, deadline=None)
 def test_gt_metrics_agree_with_brute_force(data):

@@ -94,6 +94,15 @@ def test_bootstrap_ci_errors(kwargs, match):
         S.bootstrap_ci(values, **kwargs)
 
 
+def test_mean_with_ci_is_the_mean_and_its_bootstrap_interval():
+    x = np.random.default_rng(2).normal(size=30).astype(np.float32)
+    cell = S.mean_with_ci(x)
+    assert cell["mean"] == float(np.mean(x))  # in the sample's own dtype
+    assert (cell["low"], cell["high"]) == S.bootstrap_ci(x)
+    # no valid row: a cell of NaN, not an error, so the report is still written
+    assert all(np.isnan(v) for v in S.mean_with_ci(np.zeros(0)).values())
+
+
 def test_wilcoxon_hand_computed():
     # All five differences positive: exact one-sided p = 1 / 2^5.
     r = S.wilcoxon_greater([1.0, 2.0, 3.0, 4.0, 5.0], [0.0] * 5)

@@ -27,7 +27,7 @@ import thesis_evaluations  # noqa: E402
 
 from smat import compile_cache  # noqa: E402
 from smat.cli import experiment as command_line  # noqa: E402
-from smat.jobs import experiment, simulability_report  # noqa: E402
+from smat.jobs import experiment, label_word_task, simulability_report, thesis  # noqa: E402
 
 
 def _smoke(**grid):
@@ -451,41 +451,32 @@ def test_thesis_variants_follow_the_thesis(tmp_path):
     data_dir = _sst_glue_like(tmp_path / "sst", 40, 10)
     paper = thesis_evaluations.get_config("paper", data_dir=data_dir)
     # the thesis's 500 / 50 / 16 examples and its attack and fine-tuning settings (§3.5, §3.6.3)
-    assert (paper["eval_rows"], paper["sanity_rows"], paper["attack_rows"]) == (500, 50, 16)
-    assert paper["attack_steps"] == 500 and paper["sanity_modes"] == ("cascading",
-                                                                      "independent")
-    thesis, pooling = paper["teachers"]["minilm"]
-    assert (thesis.learning_rate, thesis.loop.batch_size, thesis.loop.max_epochs,
-            thesis.loop.patience, pooling) == (5e-5, 16, 10, 5, "scalar_mix")
-    assert thesis.warmup_steps == round(0.06 * (54_000 // 16) * 10)  # 6% of the steps
+    evaluation = paper.evaluation
+    assert (evaluation.eval_rows, evaluation.sanity_rows, evaluation.attack_rows) == (500, 50,
+                                                                                     16)
+    assert evaluation.attack_steps == 500 and evaluation.sanity_modes == ("cascading",
+                                                                          "independent")
+    recipe, pooling = paper.teachers["minilm"]
+    assert (recipe.learning_rate, recipe.loop.batch_size, recipe.loop.max_epochs,
+            recipe.loop.patience, pooling) == (5e-5, 16, 10, 5, "scalar_mix")
+    assert recipe.warmup_steps == round(0.06 * (54_000 // 16) * 10)  # 6% of the steps
     cpu = thesis_evaluations.get_config("cpu", data_dir=data_dir)
-    assert cpu["teachers"]["small"] == (PRESETS["small"].train, "mean")
-    assert cpu["small_layers"] == PRESETS["small"].model.num_layers == 2
-    assert cpu["sanity_modes"] == ("cascading",)
-    assert len(thesis_evaluations.METHODS) == 7
-    assert set(thesis_evaluations.EXPLAINERS) <= set(registry.STATIC)
-    assert set(thesis_evaluations.SANITY_METHODS) | {"lime", "kernel_shap"} == set(
-        thesis_evaluations.METHODS.values())
-    for name in thesis_evaluations.ENSEMBLES.values():
+    assert cpu.teachers["small"] == (PRESETS["small"].train, "mean")
+    assert cpu.small_layers == PRESETS["small"].model.num_layers == 2
+    assert cpu.evaluation.sanity_modes == ("cascading",)
+    # results.json's config: every number of the variant under its own name
+    assert cpu.sizes()["train_rows"] == 2_000 and cpu.sizes()["eval_rows"] == 50
+    assert len(cpu.sizes()) == 15
+    assert len(thesis.METHODS) == 7
+    assert set(thesis.EXPLAINERS) <= set(registry.STATIC)
+    assert set(thesis.SANITY_METHODS) | {"lime", "kernel_shap"} == set(thesis.METHODS.values())
+    for name in thesis.ENSEMBLES.values():
         registry.spec(name)  # every ensemble is a registry name
     with pytest.raises(ValueError, match="unknown variant 'gpu'"):
         thesis_evaluations.get_config("gpu", data_dir=data_dir)
     (data_dir / "dev.tsv").unlink()
     with pytest.raises(FileNotFoundError, match="dev.tsv"):
         thesis_evaluations.get_config("cpu", data_dir=data_dir)
-
-
-def test_first_layers_checkpoint_keeps_the_first_blocks(tiny_checkpoint, tmp_path):
-    from smat.models import from_pretrained
-
-    cut = thesis_evaluations.first_layers_checkpoint(tiny_checkpoint, 1, tmp_path / "cut")
-    small, tokenizer = from_pretrained(cut, task="classification", num_labels=2)
-    full, _ = from_pretrained(tiny_checkpoint, task="classification", num_labels=2)
-    assert small.encoder.config.num_layers == 1 and tokenizer is not None
-    np.testing.assert_array_equal(np.asarray(small.encoder.layers.attention.query_kernel[0]),
-                                  np.asarray(full.encoder.layers.attention.query_kernel[0]))
-    with pytest.raises(ValueError, match="has 2 layers, fewer than 3"):
-        thesis_evaluations.first_layers_checkpoint(tiny_checkpoint, 3, tmp_path / "c3")
 
 
 @pytest.mark.slow
@@ -498,7 +489,7 @@ def test_thesis_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
     summary = thesis_evaluations.run("smoke", data_dir=data_dir, output_dir=out,
                                      model_source=tiny_checkpoint,
                                      results_dir=tmp_path / "published", progress=False)
-    evaluated = (*thesis_evaluations.EXPLAINERS, *thesis_evaluations.ENSEMBLES.values())
+    evaluated = (*thesis.EXPLAINERS, *thesis.ENSEMBLES.values())
     assert {name: r["layers"] for name, r in summary["models"].items()} == {"minilm": 2,
                                                                           "small": 1}
     for result in summary["models"].values():
@@ -507,18 +498,18 @@ def test_thesis_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
         assert all(r["num_valid"] == 12 for r in ground_truth.values())
         assert set(result["sanity"]) == {"cascading", "independent"}
         for report in result["sanity"].values():
-            assert set(report["explainers"]) == set(thesis_evaluations.SANITY_METHODS)
+            assert set(report["explainers"]) == set(thesis.SANITY_METHODS)
             assert report["steps"][0] == "original" and len(report["steps"]) == (
                 result["layers"] + 1)
             for curves in report["explainers"].values():
                 assert curves["spearman"][0]["mean"] == pytest.approx(1.0)
         assert set(result["attacks"]) == {"2", "0.5"}  # the thesis's epsilon and a smaller one
         for epsilon, reports in result["attacks"].items():
-            for objective in thesis_evaluations.OBJECTIVES:
+            for objective in thesis.OBJECTIVES:
                 report = reports[objective]
                 assert report["objective"] == objective and report["num_examples"] == 4
                 assert report["epsilon"] == float(epsilon)
-                assert set(report["explainers"]) == set(thesis_evaluations.ATTACKED)
+                assert set(report["explainers"]) == set(thesis.ATTACKED)
         assert len(result["verdicts"]) == 10 and all(
             isinstance(v["holds"], bool) for v in result["verdicts"])
     text = (out / "table.md").read_text()
@@ -533,16 +524,19 @@ def test_thesis_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
     # members equal the registry's ensemble names explaining the model
     trained = load(out / "small" / "model")
     config = thesis_evaluations.get_config("smoke", data_dir=data_dir)
-    task = thesis_evaluations.augmented_data(config, trained.tokenizer, tmp_path / "d")["eval"]
-    data, gold, show = thesis_evaluations.encode_task(trained, task, max_len=32)
+    task = label_word_task.augmented_data(
+        config.files, trained.tokenizer, tmp_path / "d", train_rows=config.train_rows,
+        held_out_rows=config.held_out_rows, eval_rows=config.evaluation.eval_rows,
+        max_len=config.evaluation.max_len).eval
+    data, gold, show = label_word_task.encode_task(trained, task, max_len=32)
     assert (gold.sum(1) == 1).all() and not (gold & ~show).any()
     assert trained.tokenizer.convert_ids_to_tokens(data.input_ids[gold].tolist()) == [
-        thesis_evaluations.LABEL_WORDS[y] for y in task.labels]
-    members = [thesis_evaluations.explain_rows(trained, data, m, ig_steps=4, batch_size=8)
-               for m in thesis_evaluations.TOP3]
+        label_word_task.LABEL_WORDS[y] for y in task.labels]
+    members = [thesis.explain_rows(trained, data, m, ig_steps=4, batch_size=8)
+               for m in thesis.TOP3]
     for prefix, normalization in registry.ENSEMBLES.items():
-        name = f"{prefix}:" + "+".join(thesis_evaluations.TOP3)
-        direct = thesis_evaluations.explain_rows(trained, data, name, ig_steps=4, batch_size=8)
+        name = f"{prefix}:" + "+".join(thesis.TOP3)
+        direct = thesis.explain_rows(trained, data, name, ig_steps=4, batch_size=8)
         np.testing.assert_allclose(direct, registry.ensemble_scores(
             members, data.attention_mask, normalization=normalization), rtol=1e-5, atol=1e-6)
 

@@ -70,3 +70,16 @@ def test_encode_texts_tokenizes_at_max_len_and_names_the_job_in_errors():
     vision_model = model_store.TrainedModel(tiny_classifier(), None, {"encoder": "vit"})
     with pytest.raises(ValueError, match=r"no tokenizer \(vit encoder\); explain takes text"):
         model_store.encode_texts(vision_model, ["a film"], job="explain")
+
+
+def test_first_layers_checkpoint_keeps_the_first_blocks(tiny_checkpoint, tmp_path):
+    from smat.models import from_pretrained
+
+    cut = model_store.first_layers_checkpoint(tiny_checkpoint, 1, tmp_path / "cut")
+    small, tokenizer = from_pretrained(cut, task="classification", num_labels=2)
+    full, _ = from_pretrained(tiny_checkpoint, task="classification", num_labels=2)
+    assert small.encoder.config.num_layers == 1 and tokenizer is not None
+    np.testing.assert_array_equal(np.asarray(small.encoder.layers.attention.query_kernel[0]),
+                                  np.asarray(full.encoder.layers.attention.query_kernel[0]))
+    with pytest.raises(ValueError, match="has 2 layers, fewer than 3"):
+        model_store.first_layers_checkpoint(tiny_checkpoint, 3, tmp_path / "c3")

@@ -37,6 +37,7 @@ from smat.evaluation.faithfulness import num_tokens_per_bin as num_tokens_per_bi
 from smat.evaluation.plausibility import F1Result as F1Result
 from smat.evaluation.plausibility import MeanRankResult as MeanRankResult
 from smat.evaluation.plausibility import average_precision as average_precision
+from smat.evaluation.plausibility import ground_truth_metrics as ground_truth_metrics
 from smat.evaluation.plausibility import ground_truth_overlap as ground_truth_overlap
 from smat.evaluation.plausibility import iou_f1 as iou_f1
 from smat.evaluation.plausibility import mean_rank as mean_rank
@@ -60,6 +61,7 @@ from smat.evaluation.statistics import bootstrap_ci as bootstrap_ci
 from smat.evaluation.statistics import format_median_iqr as format_median_iqr
 from smat.evaluation.statistics import holm_bonferroni as holm_bonferroni
 from smat.evaluation.statistics import iqr_above_baseline as iqr_above_baseline
+from smat.evaluation.statistics import mean_with_ci as mean_with_ci
 from smat.evaluation.statistics import median_iqr as median_iqr
 from smat.evaluation.statistics import t_test_greater as t_test_greater
 from smat.evaluation.statistics import wilcoxon_greater as wilcoxon_greater
@@ -91,6 +93,7 @@ __all__ = [
     "comprehensiveness_sufficiency",
     "correlation_validity",
     "format_median_iqr",
+    "ground_truth_metrics",
     "ground_truth_overlap",
     "holm_bonferroni",
     "iou_f1",
@@ -100,6 +103,7 @@ __all__ = [
     "mask_input_ids",
     "maskable_tokens",
     "mean_rank",
+    "mean_with_ci",
     "median_iqr",
     "t_test_greater",
     "num_to_mask",

@@ -16,10 +16,12 @@ and counted (:class:`~smat.evaluation.PerInstance` ``valid``), never NaN.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float, Int
 
@@ -31,11 +33,13 @@ from smat.evaluation._common import (
     masked_mean,
     top_k_mask,
 )
+from smat.evaluation.statistics import mean_with_ci
 
 __all__ = [
     "F1Result",
     "MeanRankResult",
     "average_precision",
+    "ground_truth_metrics",
     "ground_truth_overlap",
     "iou_f1",
     "mean_rank",
@@ -430,6 +434,37 @@ def mean_rank(
     return MeanRankResult(rank=rank, fraction=fraction.astype(s.dtype), valid=valid,
                           mean_rank=masked_mean(rank.astype(s.dtype), valid),
                           mean_fraction=masked_mean(fraction.astype(s.dtype), valid))
+
+
+def ground_truth_metrics(scores: Mapping[str, ArrayLike], gold: Bool[ArrayLike, "batch n"],
+                         mask: Bool[ArrayLike, "batch n"]) -> dict[str, dict[str, Any]]:
+    """:func:`ground_truth_overlap` and :func:`mean_rank` (count and fraction of the
+    units) of several explanations of the same rows, each as its mean with a bootstrap 95%
+    CI over the rows that have a ground truth (:func:`~smat.evaluation.mean_with_ci`):
+    the table of a known-feature task (Oxford thesis, §2.2.3.1) in one call.
+
+    Args:
+        scores: explainer name -> ``(batch, n)`` attributions of the same rows.
+        gold: ``(batch, n)`` bool ground truth.
+        mask: ``(batch, n)`` bool, units to evaluate.
+
+    Returns:
+        ``{name: {"overlap", "mean_rank", "mean_rank_fraction": {mean, low, high},
+        "num_valid"}}``.
+
+    Raises:
+        ValueError: as :func:`ground_truth_overlap`.
+    """
+    report = {}
+    for name, values in scores.items():
+        overlap = ground_truth_overlap(values, gold, mask)
+        rank = mean_rank(values, gold, mask)
+        valid = np.asarray(overlap.valid)
+        report[name] = {"overlap": mean_with_ci(np.asarray(overlap.values)[valid]),
+                        "mean_rank": mean_with_ci(np.asarray(rank.rank, np.float64)[valid]),
+                        "mean_rank_fraction": mean_with_ci(np.asarray(rank.fraction)[valid]),
+                        "num_valid": int(valid.sum())}
+    return report
 
 
 def word_level_scores(

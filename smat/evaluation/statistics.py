@@ -28,6 +28,7 @@ __all__ = [
     "format_median_iqr",
     "holm_bonferroni",
     "iqr_above_baseline",
+    "mean_with_ci",
     "median_iqr",
     "t_test_greater",
     "wilcoxon_greater",
@@ -190,6 +191,26 @@ def bootstrap_ci(
     alpha = (1.0 - confidence) / 2.0
     low, high = np.percentile(dist, [100.0 * alpha, 100.0 * (1.0 - alpha)])
     return float(low), float(high)
+
+
+def mean_with_ci(values: ArrayLike, *, seed: int = 0) -> dict[str, float]:
+    """The mean of a 1-D sample with its :func:`bootstrap_ci` 95% interval, as the
+    ``{"mean", "low", "high"}`` cell every report and table reads; all three NaN for an
+    empty sample (no row was valid), so a report can still be written.
+
+    Raises:
+        ValueError: as :func:`bootstrap_ci` (NaN values, a sample that is not 1-D).
+
+    Example:
+        >>> cell = mean_with_ci([1.0, 2.0, 3.0, 4.0])
+        >>> cell["mean"], bool(cell["low"] <= 2.5 <= cell["high"])
+        (2.5, True)
+    """
+    x = np.asarray(values)  # the mean in the sample's own dtype
+    if x.size == 0:
+        return {"mean": float("nan"), "low": float("nan"), "high": float("nan")}
+    low, high = bootstrap_ci(x, seed=seed)
+    return {"mean": float(np.mean(x)), "low": low, "high": high}
 
 
 def wilcoxon_greater(x: ArrayLike, y: ArrayLike | None = None) -> WilcoxonResult:

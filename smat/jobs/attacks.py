@@ -13,7 +13,7 @@ import numpy as np
 
 from smat.data import Encoded
 from smat.evaluation.attacks import ATTACKABLE, OBJECTIVES, attack_model
-from smat.evaluation.statistics import bootstrap_ci
+from smat.evaluation.statistics import mean_with_ci
 from smat.jobs.explain import ExplainConfig, check_model_and_rows
 from smat.models import functional
 from smat.models.inference import map_batches
@@ -97,9 +97,7 @@ def attack_report(trained: model_store.TrainedModel, data: Encoded,
         summary: dict[str, Any] = {"steps": float(values["steps"].mean()), "per_row": {}}
         for measure in MEASURES:
             column = values[measure].astype(np.float64)
-            low, high = bootstrap_ci(column)
-            summary[measure] = {"mean": float(column.mean()), "low": float(low),
-                                "high": float(high)}
+            summary[measure] = mean_with_ci(column)
             summary["per_row"][measure] = np.round(column, 6).tolist()
         report["explainers"][name] = summary
     return report

@@ -57,7 +57,7 @@ from smat.evaluation.plausibility import (
     token_f1,
     word_level_scores,
 )
-from smat.evaluation.statistics import bootstrap_ci, holm_bonferroni, wilcoxon_greater
+from smat.evaluation.statistics import holm_bonferroni, mean_with_ci, wilcoxon_greater
 from smat.jobs.explain import ExplainConfig, explain_data
 from smat.json_files import read_json
 from smat.models import functional
@@ -228,12 +228,6 @@ def sample_per_group(groups: Sequence[str] | np.ndarray, per_group: int | None, 
     return np.sort(np.concatenate(chosen)) if chosen else np.arange(0)
 
 
-def _mean_with_ci(values: np.ndarray, *, seed: int = 0) -> dict[str, float]:
-    low, high = bootstrap_ci(values, seed=seed) if values.size else (float("nan"),) * 2
-    return {"mean": float(np.mean(values)) if values.size else float("nan"),
-            "low": low, "high": high}
-
-
 def _predict_proba(graphdef) -> Callable[..., jax.Array]:
     def predict(params, input_ids, attention_mask, token_type_ids):
         logits = functional.apply(graphdef, params, input_ids, attention_mask=attention_mask,
@@ -317,8 +311,8 @@ def faithfulness_of_scores(trained: model_store.TrainedModel, data: Encoded,
             length_multiple=length_multiple)
         valid = result.valid
         comp, suff = result.comprehensiveness[valid], result.sufficiency[valid]
-        report[name] = {"comprehensiveness": _mean_with_ci(comp),
-                        "sufficiency": _mean_with_ci(suff),
+        report[name] = {"comprehensiveness": mean_with_ci(comp),
+                        "sufficiency": mean_with_ci(suff),
                         "num_valid": int(valid.sum()), "num_excluded": int((~valid).sum())}
     return {"explainers": report, "bins": list(bins), "replacement": replacement,
             "num_examples": int(len(data.labels))}

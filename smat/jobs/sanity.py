@@ -27,7 +27,7 @@ import numpy as np
 from smat import registry
 from smat.data import Encoded
 from smat.evaluation.agreement import spearman_rho, top_k_overlap
-from smat.evaluation.statistics import bootstrap_ci
+from smat.evaluation.statistics import mean_with_ci
 from smat.jobs.explain import ExplainConfig, check_model_and_rows
 from smat.models import functional
 from smat.models.inference import batch_logits, map_batches, predict_logits
@@ -164,10 +164,8 @@ def sanity_report(trained: model_store.TrainedModel, data: Encoded, config: Sani
                     ("spearman_abs", spearman_rho(np.abs(original), np.abs(current), show)),
                     ("top_k", top_k_overlap(original, current, show, k=config.top_k))):
                 values = np.asarray(per_row.values)[np.asarray(per_row.valid)]
-                low, high = bootstrap_ci(values) if values.size else (np.nan, np.nan)
-                curves[similarity].append({
-                    "mean": float(values.mean()) if values.size else float("nan"),
-                    "low": float(low), "high": float(high), "num_valid": int(values.size)})
+                curves[similarity].append({**mean_with_ci(values),
+                                           "num_valid": int(values.size)})
         report["explainers"][name] = curves
     if plot_path is not None:
         plot_sanity(report, plot_path)

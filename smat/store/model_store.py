@@ -7,12 +7,17 @@ run needs nothing but the folder:
                       the parameters' fingerprint
     DIR/tokenizer/    the transformers tokenizer (text models)
     DIR/params/       orbax checkpoint of the parameters (exact round trip)
+
+:func:`first_layers_checkpoint` writes the other kind of folder a run starts from: a
+pretrained Hugging Face checkpoint cut to its first layers.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,6 +29,7 @@ from flax import nnx
 from smat.data import Encoded, tokenize_texts
 from smat.json_files import read_json, recorded_dataclass
 from smat.models import SequenceClassifier, TextConfig, ViTConfig, functional
+from smat.models.hub import read_config, read_safetensors
 from smat.store import checkpoint
 from smat.store.run_log import write_json_atomic
 
@@ -151,6 +157,40 @@ def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
     # are found wherever the command runs (not written back)
     return TrainedModel(nnx.merge(graphdef, params), tokenizer,
                         {**info, "loaded_from": str(path.resolve())})
+
+
+def first_layers_checkpoint(source: str | Path, num_layers: int, folder: Path) -> Path:
+    """A Hugging Face checkpoint folder with `source`'s embeddings and first `num_layers`
+    blocks: a smaller pretrained encoder that ``run_teacher`` (or any ``--encoder``) starts
+    from as from any checkpoint, e.g. the ``small`` preset of ``smat roar`` as a folder
+    (:func:`smat.models.hub.keep_first_layers` cuts a model already built). A folder
+    already written is reused.
+
+    Raises:
+      ValueError: `source` has fewer blocks.
+    """
+    from safetensors.numpy import save_file
+
+    source = Path(source)
+    hf = read_config(source)
+    if num_layers > hf["num_hidden_layers"]:
+        raise ValueError(f"{source} has {hf['num_hidden_layers']} layers, fewer than "
+                         f"{num_layers}")
+    if (folder / "model.safetensors").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in source.iterdir():
+        if path.is_file() and path.suffix != ".safetensors" and path.name != "config.json":
+            shutil.copy(path, folder / path.name)
+    tensors = {}
+    for key, value in read_safetensors(source).items():
+        block = re.search(r"(?:^|\.)layer\.(\d+)\.", key)
+        if block is None or int(block.group(1)) < num_layers:
+            tensors[key] = value
+    write_json_atomic(folder / "config.json", {**hf, "num_hidden_layers": num_layers})
+    save_file(tensors, str(folder / "tmp.safetensors"))
+    (folder / "tmp.safetensors").rename(folder / "model.safetensors")
+    return folder
 
 
 PAIR_SEPARATOR = "\t"
