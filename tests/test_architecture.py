@@ -140,7 +140,7 @@ def test_every_flag_and_command_comes_from_the_command_table():
 
 def test_every_command_is_an_entry_of_the_table():
     from smat.cli import build_parser
-    from smat.cli.commands import commands
+    from smat.cli.commands import COMMANDS
 
     def leaves(parser, words=()):
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -151,6 +151,6 @@ def test_every_command_is_an_entry_of_the_table():
                 yield from leaves(sub, (*words, name))
 
     parsed = dict(leaves(build_parser()))
-    assert sorted(parsed) == sorted(c.name for c in commands())
-    for command in commands():  # each runs its own config and nothing else
+    assert sorted(parsed) == sorted(c.name for c in COMMANDS)
+    for command in COMMANDS:  # each runs its own config and nothing else
         assert parsed[command.name].get_default("command_entry") is command
