@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ROWS = """
 import sys, time
 start = time.perf_counter()
-from smat.jobs.reports import held_out_split
+from smat.jobs.inputs import held_out_split
 from smat.store.model_store import load
 trained = load(sys.argv[1])
 loaded = time.perf_counter()

@@ -64,15 +64,10 @@ import numpy as np
 from smat.cli.experiment import command_runtime, data_dir_or_hub
 from smat.data import take
 from smat.data.protocol import DataConfig
+from smat.jobs.agreement import agreement_report, agreement_table
 from smat.jobs.agreement_study import agreement_comparison, comparison_tables
 from smat.jobs.explain import ExplainConfig
-from smat.jobs.reports import (
-    agreement_report,
-    agreement_table,
-    held_out_split,
-    load_groups,
-    sample_per_group,
-)
+from smat.jobs.inputs import held_out_split, load_groups, sample_per_group
 from smat.jobs.teacher_run import run_teacher
 from smat.json_files import read_json
 from smat.models import ModelSource

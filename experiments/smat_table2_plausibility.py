@@ -32,7 +32,7 @@ import numpy as np
 from smat.cli.experiment import command_runtime, data_dir_or_hub, earlier_run_file
 from smat.data import load_eraser
 from smat.jobs.explain import ExplainConfig
-from smat.jobs.reports import head_plausibility, plausibility_report
+from smat.jobs.plausibility import head_plausibility, plausibility_report
 from smat.jobs.simulability_report import median_record
 from smat.store import model_store
 from smat.store.render import plot_head_weights

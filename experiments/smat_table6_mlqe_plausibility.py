@@ -31,7 +31,7 @@ from typing import Any
 from smat.cli.experiment import command_runtime, earlier_run_file
 from smat.data.mlqe import load_mlqe
 from smat.jobs.explain import ExplainConfig
-from smat.jobs.reports import head_plausibility, plausibility_report
+from smat.jobs.plausibility import head_plausibility, plausibility_report
 from smat.jobs.simulability_report import median_record
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic

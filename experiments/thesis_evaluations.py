@@ -25,7 +25,7 @@ word's token. Models: the offline all-MiniLM-L6-v2 (6 layers, scalar mix) and ``
 only those layers is written under the output folder), in place of the thesis's four T5
 encoders (not available offline). Everything else is smat's: ``run_teacher`` trains and
 saves both, ``smat.jobs.label_word_task`` builds the task, ``smat.jobs.thesis`` evaluates
-(``smat.jobs.reports.faithfulness_of_scores``, ``smat.jobs.sanity.sanity_report``,
+(``smat.jobs.faithfulness.faithfulness_of_scores``, ``smat.jobs.sanity.sanity_report``,
 ``smat.jobs.attacks.attack_report``, ``smat.registry.ensemble_scores``) and
 ``smat.jobs.thesis_report`` judges and tabulates.
 

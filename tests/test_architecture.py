@@ -76,7 +76,8 @@ def test_the_checker_sees_an_upward_import(tmp_path):
 
 
 # The jobs that evaluate a trained model: they read a run's record and never the trainer.
-EVALUATIONS = ("smat.jobs.reports", "smat.jobs.sanity", "smat.jobs.leakage",
+EVALUATIONS = ("smat.jobs.faithfulness", "smat.jobs.agreement", "smat.jobs.plausibility",
+               "smat.jobs.inputs", "smat.jobs.evaluators", "smat.jobs.sanity", "smat.jobs.leakage",
                "smat.jobs.attacks", "smat.jobs.study", "smat.jobs.agreement_study",
                "smat.jobs.explain", "smat.jobs.explain_images", "smat.jobs.predict",
                "smat.jobs.annotation_page", "smat.jobs.benchmark", "smat.jobs.thesis",
@@ -140,7 +141,7 @@ def test_every_flag_and_command_comes_from_the_command_table():
 
 def test_every_command_is_an_entry_of_the_table():
     from smat.cli import build_parser
-    from smat.cli.commands import COMMANDS
+    from smat.cli.commands import commands
 
     def leaves(parser, words=()):
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -151,6 +152,6 @@ def test_every_command_is_an_entry_of_the_table():
                 yield from leaves(sub, (*words, name))
 
     parsed = dict(leaves(build_parser()))
-    assert sorted(parsed) == sorted(c.name for c in COMMANDS)
-    for command in COMMANDS:  # each runs its own config and nothing else
-        assert parsed[command.name].get_default("command_entry") is command
+    assert sorted(parsed) == sorted(c.name for c in commands())
+    for command in commands():  # each runs its own config and nothing else
+        assert parsed[command.name].get_default("command_entry") == command

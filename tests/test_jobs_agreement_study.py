@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from smat.cli import main
+from smat.jobs.agreement import agreement_report
 from smat.jobs.agreement_study import (
     agreement_comparison,
     compare_variants,
@@ -14,7 +15,7 @@ from smat.jobs.agreement_study import (
     row_agreement,
 )
 from smat.jobs.explain import ExplainConfig
-from smat.jobs.reports import agreement_report, held_out_split
+from smat.jobs.inputs import held_out_split
 from smat.store.model_store import load
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from smat.cli import main
+from smat.jobs.agreement import agreement_report
 from smat.jobs.benchmark import (
     MEASURES,
     BenchmarkConfig,
@@ -19,8 +20,9 @@ from smat.jobs.benchmark import (
     best_per_measure,
 )
 from smat.jobs.explain import ExplainConfig
+from smat.jobs.faithfulness import faithfulness_report
+from smat.jobs.inputs import held_out_split
 from smat.jobs.leakage import LeakageConfig, leakage_report
-from smat.jobs.reports import agreement_report, faithfulness_report, held_out_split
 from smat.jobs.sanity import SanityConfig, sanity_report
 from smat.store.model_store import load
 

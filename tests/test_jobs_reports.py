@@ -1,4 +1,5 @@
-"""Tests for smat.jobs.reports and its commands (faithfulness, agreement,
+"""Tests for the faithfulness, agreement and plausibility reports (smat.jobs.faithfulness,
+smat.jobs.agreement, smat.jobs.plausibility) and their commands (faithfulness, agreement,
 plausibility) on the tiny teacher of conftest.py."""
 
 import dataclasses
@@ -13,18 +14,11 @@ from jax.tree_util import Partial
 from smat.cli import main
 from smat.data import Encoded, load_eraser, take
 from smat.evaluation import agreement_matrix, comprehensiveness_sufficiency, holm_bonferroni
+from smat.jobs.agreement import agreement_report, agreement_table
 from smat.jobs.explain import ExplainConfig, explain_data
-from smat.jobs.reports import (
-    _predict_proba,
-    agreement_report,
-    agreement_table,
-    faithfulness_report,
-    head_plausibility,
-    held_out_split,
-    load_groups,
-    plausibility_report,
-    sample_per_group,
-)
+from smat.jobs.faithfulness import _predict_proba, faithfulness_report
+from smat.jobs.inputs import held_out_split, load_groups, sample_per_group
+from smat.jobs.plausibility import head_plausibility, plausibility_report
 from smat.models import functional
 from smat.store.model_store import load
 

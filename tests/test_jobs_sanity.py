@@ -9,7 +9,7 @@ import pytest
 from smat import registry
 from smat.cli import main
 from smat.jobs.explain import ExplainConfig, explain_data
-from smat.jobs.reports import held_out_split
+from smat.jobs.inputs import held_out_split
 from smat.jobs.sanity import SanityConfig, family_explanations, sanity_report, sanity_table
 from smat.models import functional
 from smat.models.inference import predict_logits

@@ -1,6 +1,6 @@
 """smat: train explainers that teach (SMaT), run Captum's explainers in JAX, evaluate any explainer.
 
-One sub-command per entry of the command table (:data:`smat.cli.commands.COMMANDS`),
+One sub-command per entry of the command table (:func:`smat.cli.commands.commands`),
 which pairs each command's config with the function that runs it; every flag is a field
 of that config (:mod:`smat.cli.flags`). `smat --help` shows these examples:
 
@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smat.cli.commands import COMMANDS, GROUPS, Command
+from smat.cli.commands import GROUPS, Command, commands
 from smat.cli.failures import INTERRUPTED, CommandEnded, reported_failures
 from smat.cli.flags import add_config_flags, build_config, in_flags
 from smat.compile_cache import command_compile_cache
@@ -95,7 +95,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the `smat` command: one sub-command per :data:`COMMANDS`
+    """The argument parser of the `smat` command: one sub-command per :func:`commands`
     entry, its flags those of the entry's config."""
     examples = [line.strip() for line in __doc__.splitlines() if line.startswith("    smat ")]
     parser = _Parser(prog="smat", description=__doc__.splitlines()[0],
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                         version=f"smat {installed_version()}")
     top = parser.add_subparsers(dest="command", required=True)
     groups: dict[str, Any] = {}
-    for command in COMMANDS:
+    for command in commands():
         *group, name = command.name.split()
         subparsers = top
         if group:

@@ -1,5 +1,5 @@
 """The `smat` commands: each one a config dataclass (every field a flag, its docstring line
-the help) and a run function over that config, listed in :data:`COMMANDS`.
+the help) and a run function over that config, listed by :func:`commands`.
 
 Commands over one trained model take ``--model`` (a trained-model folder); commands that
 start from a pretrained encoder take ``--encoder``. Evaluations score the model's held-out
@@ -10,23 +10,23 @@ test split or a user's ``--texts`` file and write ``NAME.json`` and ``NAME.md`` 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from smat.compile_cache import COMPILE_CACHE_ENV
 from smat.data.protocol import DataConfig
-from smat.jobs.attacks import AttackConfig
+from smat.jobs.agreement import AgreementConfig
 from smat.jobs.benchmark import BenchmarkConfig
 from smat.jobs.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
+from smat.jobs.evaluators import EVALUATORS, Evaluator, write_report
 from smat.jobs.explain import ExplainConfig
-from smat.jobs.leakage import LeakageConfig
-from smat.jobs.reports import AgreementConfig, FaithfulnessConfig, PlausibilityConfig
+from smat.jobs.inputs import evaluation_rows, evaluation_texts, model_rows, read_texts
+from smat.jobs.plausibility import PlausibilityConfig
 from smat.jobs.roar import PRESETS, RoarConfig
-from smat.jobs.sanity import SanityConfig
 from smat.jobs.student_run import run_student
 from smat.jobs.study import SAMPLE_RULES, StudyConfig
 from smat.jobs.teacher_run import run_teacher
@@ -136,39 +136,6 @@ def seeds_from(count: int, first: int) -> list[int]:
     if count < 1:
         raise ValueError(f"--seeds must be >= 1, got {count}")
     return list(range(first, first + count))
-
-
-def read_texts(path: str) -> list[str]:
-    """The non-blank lines of `path`, one text each; checked before any model is loaded.
-
-    Warns (UserWarning) when blank lines are skipped: outputs then follow the non-blank
-    lines, not the file's line numbers (each output record carries its text).
-    """
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        line = Path(path).read_bytes()[:error.start].count(b"\n") + 1
-        raise ValueError(f"{path} is not UTF-8 text: line {line} holds the byte "
-                         f"{error.object[error.start:error.start + 1]!r}; re-save it as "
-                         "UTF-8") from None
-    texts = [line for line in lines if line.strip()]
-    if not texts:
-        raise ValueError(f"{path} holds no text (it is empty or every line is blank)")
-    if len(texts) < len(lines):
-        warnings.warn(f"{path}: skipped {len(lines) - len(texts)} blank line(s); the outputs "
-                      f"follow the {len(texts)} non-blank lines", stacklevel=2)
-    return texts
-
-
-def write_report(output_dir: str | Path, name: str, report: Mapping[str, Any],
-                 table: str) -> None:
-    """An evaluation's ending: ``NAME.json`` and ``NAME.md`` in `output_dir`, the table
-    printed."""
-    from smat.store.run_log import write_json_atomic
-
-    write_json_atomic(Path(output_dir) / f"{name}.json", report)
-    (Path(output_dir) / f"{name}.md").write_text(table + "\n")
-    print(table)
 
 
 # ------------------------------------------------------------------ training
@@ -494,96 +461,6 @@ def predict(config: Predict) -> int:
 # ------------------------------------------------------------------ evaluations
 
 
-def evaluation_texts(texts: str | None, explain: ExplainConfig, *,
-                     groups: str | None = None) -> list[str] | None:
-    """The texts an evaluation scores, read before any model is loaded: the lines of
-    ``--texts``, or the texts of a file of explanations computed elsewhere named among the
-    explainers (its explanations are of those texts); None: the held-out split."""
-    from smat.store.explanation_file import file_texts, is_explanation_file
-
-    files = [str(e) for e in explain.explainers if is_explanation_file(e)]
-    if files and (texts or groups):
-        raise ValueError(f"{files[0]} explains its own texts, which are the rows evaluated: "
-                         "leave out --texts and --groups")
-    if files:
-        return file_texts(files[0])
-    return read_texts(texts) if texts else None
-
-
-def evaluation_rows(trained: Any, texts: Sequence[str] | None, num_examples: int | None, *,
-                    folder: str) -> Any:
-    """The rows an evaluation scores: `texts` (:func:`evaluation_texts`) or, without them,
-    the model's held-out test split (cached in its `folder` after the first evaluation);
-    the first `num_examples` of either."""
-    import numpy as np
-
-    from smat.data import take
-    from smat.jobs.reports import held_out_split
-    from smat.store.model_store import encode_texts
-
-    if texts is None:
-        return held_out_split(trained, num_examples=num_examples, folder=folder)
-    data = encode_texts(trained, texts, job="evaluate")
-    if num_examples is not None and num_examples < len(data.labels):
-        data = take(data, np.arange(num_examples))
-    return data
-
-
-@command_config
-class ModelEvaluation:
-    """The fields of an evaluation of one trained model on its held-out split or a user's
-    texts (faithfulness, sanity, attack, leakage); each command adds its settings and
-    output folder."""
-
-    model: str = field(metadata={"metavar": "FOLDER",
-                                 "doc": "a `smat train-teacher` model folder."})
-    texts: str | None = texts_field()
-    runtime: Runtime = runtime_field()
-
-
-def model_report(config: ModelEvaluation, explain: ExplainConfig,
-                 compute: Callable[[Any, Any], dict[str, Any]], name: str,
-                 table: Callable[[dict[str, Any]], str], *,
-                 explanation_files: bool = False) -> int:
-    """Run `compute` (model, rows) on the rows of :func:`evaluation_rows` and write it by
-    :func:`write_report` as NAME.json / NAME.md. The texts are read before the model is
-    loaded; with `explanation_files`, a file of explanations among the explainers brings
-    its own (:func:`evaluation_texts`)."""
-    from smat.store.model_store import load
-
-    texts = (evaluation_texts(config.texts, explain) if explanation_files
-             else read_texts(config.texts) if config.texts else None)
-    trained = load(config.model, precision=explain.precision)
-    report = compute(trained, evaluation_rows(trained, texts, explain.num_examples,
-                                              folder=config.model))
-    write_report(config.output_dir, name, report, table(report))
-    return 0
-
-
-@command_config
-class Faithfulness(ModelEvaluation):
-    """comprehensiveness / sufficiency of explainers (ERASER AOPC)
-
-    Attributes:
-      faithfulness: the explainers and the AOPC settings.
-      output_dir: where faithfulness.json and faithfulness.md go.
-    """
-
-    faithfulness: FaithfulnessConfig
-    output_dir: str = "runs/faithfulness"
-
-
-def faithfulness(config: Faithfulness) -> int:
-    from smat.jobs.reports import faithfulness_report, faithfulness_table
-
-    settings = config.faithfulness
-    return model_report(config, settings.explain,
-                        lambda trained, data: faithfulness_report(
-                            trained, data, settings.explain, bins=settings.bins,
-                            replacement=settings.replacement),
-                        "faithfulness", faithfulness_table, explanation_files=True)
-
-
 @command_config
 class Agreement:
     """pairwise agreement between explainers (Jukić et al.)
@@ -609,14 +486,9 @@ class Agreement:
 
 def agreement(config: Agreement) -> int:
     from smat.data import take
+    from smat.jobs.agreement import agreement_report, agreement_table
     from smat.jobs.agreement_study import agreement_comparison, comparison_tables
-    from smat.jobs.reports import (
-        agreement_report,
-        agreement_table,
-        held_out_split,
-        load_groups,
-        sample_per_group,
-    )
+    from smat.jobs.inputs import held_out_split, load_groups, sample_per_group
     from smat.store.model_store import load
 
     settings = config.agreement
@@ -661,75 +533,43 @@ def agreement(config: Agreement) -> int:
     return 0
 
 
-@command_config
-class Sanity(ModelEvaluation):
-    """model-randomization sanity checks of explainers (cascading / independent block
-    re-initialisation)
-
-    Attributes:
-      sanity: the explainers and the randomization.
-      output_dir: where sanity.json, sanity.md and the plot go.
-    """
-
-    sanity: SanityConfig
-    output_dir: str = "runs/sanity"
-
-
-def sanity(config: Sanity) -> int:
-    from smat.jobs.sanity import sanity_report, sanity_table
-
-    settings = config.sanity
-    plot = Path(config.output_dir) / f"sanity_{settings.mode}.png"
-    return model_report(config, settings.explain,
-                        lambda trained, data: sanity_report(trained, data, settings,
-                                                            plot_path=plot),
-                        "sanity", sanity_table)
+MODEL_DOC = "a `smat train-teacher` model folder."
 
 
 @command_config
-class Attack(ModelEvaluation):
-    """adversarial attacks on explanations (top-k attack, unconstrained or the thesis's
-    constrained objective)
+class ModelEvaluation:
+    """The fields of an evaluation of one trained model on its held-out split or a user's
+    texts; each command adds its settings and output folder."""
 
-    Attributes:
-      attack: the explainers and the attack.
-      output_dir: where attack_{objective}.json and .md go.
-    """
-
-    attack: AttackConfig
-    output_dir: str = "runs/attack"
+    model: str = field(metadata={"metavar": "FOLDER", "doc": MODEL_DOC})
+    texts: str | None = texts_field()
+    runtime: Runtime = runtime_field()
 
 
-def attack(config: Attack) -> int:
-    from smat.jobs.attacks import attack_report, attack_table
+@functools.cache
+def evaluation_command(evaluator: Evaluator) -> Command:
+    """``smat NAME`` of a registered evaluation: ``--model``, ``--texts``, the flags of its
+    settings and ``--output-dir``; it writes NAME.json and NAME.md and prints the table."""
+    name = evaluator.name
+    config = dataclasses.make_dataclass(
+        "".join(word.title() for word in name.split("_")),
+        [(name, evaluator.settings, field(metadata={"doc": f"the explainers and the {name} "
+                                                           "settings"})),
+         ("output_dir", str, field(default=f"runs/{name}", metadata={
+             "doc": f"where the {name} report (.json and .md) goes"}))],
+        bases=(ModelEvaluation,), namespace={"__doc__": evaluator.help}, frozen=True,
+        kw_only=True)
 
-    settings = config.attack
-    return model_report(config, settings.explain,
-                        lambda trained, data: attack_report(trained, data, settings),
-                        f"attack_{settings.objective}", attack_table)
+    def run(config: Any) -> int:
+        settings = getattr(config, name)
+        trained, rows = model_rows(config.model, config.texts, settings.explain,
+                                   explanation_files=evaluator.explanation_files)
+        report = evaluator.run(trained, rows, settings, Path(config.output_dir))
+        write_report(config.output_dir, evaluator.file_name(settings), report,
+                     evaluator.table(report))
+        return 0
 
-
-@command_config
-class Leakage(ModelEvaluation):
-    """can the predicted class be read from explanations alone? (a probe on positions and
-    mass, without the text)
-
-    Attributes:
-      leakage: the explainers (learned ones as their folders) and the probe.
-      output_dir: where leakage.json and leakage.md go.
-    """
-
-    leakage: LeakageConfig
-    output_dir: str = "runs/leakage"
-
-
-def leakage(config: Leakage) -> int:
-    from smat.jobs.leakage import leakage_report, leakage_table
-
-    settings = config.leakage
-    return model_report(config, settings.explain,
-                        lambda trained, data: leakage_report(trained, data, settings),
-                        "leakage", leakage_table)
+    return Command(name, config, run)
 
 
 @command_config
@@ -748,12 +588,10 @@ class Benchmark(ModelEvaluation):
 
 def benchmark(config: Benchmark) -> int:
     from smat.jobs.benchmark import benchmark_report, benchmark_table, write_benchmark
-    from smat.store.model_store import load
 
     settings = config.benchmark
-    texts = evaluation_texts(config.texts, settings.explain)
-    trained = load(config.model, precision=settings.explain.precision)
-    data = evaluation_rows(trained, texts, settings.explain.num_examples, folder=config.model)
+    trained, data = model_rows(config.model, config.texts, settings.explain,
+                               explanation_files=True)
     report = benchmark_report(trained, data, settings, progress=(
         (lambda message: None) if config.runtime.no_progress
         else (lambda message: print(f"benchmark: {message}", file=sys.stderr, flush=True))))
@@ -781,7 +619,7 @@ class Plausibility:
 
 def plausibility(config: Plausibility) -> int:
     from smat.data import load_eraser
-    from smat.jobs.reports import plausibility_report, plausibility_table
+    from smat.jobs.plausibility import plausibility_report, plausibility_table
     from smat.store.model_store import load
 
     settings = config.plausibility
@@ -965,27 +803,30 @@ class Command:
         return " ".join((self.config.__doc__ or "").split("\n\n")[0].split())
 
 
-COMMANDS: tuple[Command, ...] = (
-    Command("train-teacher", TrainTeacher, train_teacher,
-            replay={"data": "data", "train": "train", "model_source": "model.encoder",
-                    "pooling": "model.pooling", "num_layers": "model.num_layers"}),
-    Command("train-student", TrainStudent, train_student,
-            replay={"student": "student", "student.explainer": "explainers",
-                    "num_examples": "size", "teacher_dir": "teacher"}),
-    Command("simulability", Simulability, simulability),
-    Command("explain", Explain, explain),
-    Command("demo", Demo, demo),
-    Command("roar", Roar, roar),
-    Command("faithfulness", Faithfulness, faithfulness),
-    Command("agreement", Agreement, agreement),
-    Command("sanity", Sanity, sanity),
-    Command("attack", Attack, attack),
-    Command("plausibility", Plausibility, plausibility),
-    Command("leakage", Leakage, leakage),
-    Command("benchmark", Benchmark, benchmark),
-    Command("study build", StudyBuild, study_build),
-    Command("study read", StudyRead, study_read),
-    Command("study score", StudyScore, study_score),
-    Command("predict", Predict, predict),
-)
+def commands() -> tuple[Command, ...]:
+    """The command table: the training and explanation commands, one command per entry of
+    :data:`smat.jobs.evaluators.EVALUATORS` (read at each call, so a registered evaluation
+    is a command), the multi-model evaluations, the human studies and predict."""
+    return (
+        Command("train-teacher", TrainTeacher, train_teacher,
+                replay={"data": "data", "train": "train", "model_source": "model.encoder",
+                        "pooling": "model.pooling", "num_layers": "model.num_layers"}),
+        Command("train-student", TrainStudent, train_student,
+                replay={"student": "student", "student.explainer": "explainers",
+                        "num_examples": "size", "teacher_dir": "teacher"}),
+        Command("simulability", Simulability, simulability),
+        Command("explain", Explain, explain),
+        Command("demo", Demo, demo),
+        Command("roar", Roar, roar),
+        *(evaluation_command(evaluator) for evaluator in EVALUATORS.values()),
+        Command("agreement", Agreement, agreement),
+        Command("plausibility", Plausibility, plausibility),
+        Command("benchmark", Benchmark, benchmark),
+        Command("study build", StudyBuild, study_build),
+        Command("study read", StudyRead, study_read),
+        Command("study score", StudyScore, study_score),
+        Command("predict", Predict, predict),
+    )
+
+
 GROUPS = {"study": "human simulability studies (Lu et al.)"}

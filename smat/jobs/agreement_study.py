@@ -32,8 +32,9 @@ import numpy as np
 
 from smat.data import Encoded
 from smat.evaluation.statistics import holm_bonferroni, t_test_greater, wilcoxon_greater
+from smat.jobs.agreement import PER_INSTANCE, check_agreement_inputs
 from smat.jobs.explain import ExplainConfig, explain_data
-from smat.jobs.reports import PER_INSTANCE, check_agreement_inputs, ordered_groups
+from smat.jobs.inputs import ordered_groups
 from smat.store import model_store
 
 ALPHA = 0.05

@@ -6,7 +6,7 @@ per measure. The measures are those of the single evaluation commands, computed 
 same functions on the same rows (a benchmark column equals the command's number):
 
 * comprehensiveness (higher is better) and sufficiency (lower is better): ERASER AOPC,
-  as ``smat faithfulness`` (:func:`smat.jobs.reports.faithfulness_of_scores`);
+  as ``smat faithfulness`` (:func:`smat.jobs.faithfulness.faithfulness_of_scores`);
 * randomization similarity (lower is better): how much of an explanation survives
   re-initialising every encoder block, Spearman of absolute scores, as the last step of
   ``smat sanity --mode cascading`` (static explainers only);
@@ -35,9 +35,10 @@ import numpy as np
 from smat import registry
 from smat.data import Encoded
 from smat.evaluation.agreement import agreement_matrix
+from smat.evaluation.faithfulness import DEFAULT_BINS
 from smat.evaluation.leakage import explanation_features, probe_accuracy
 from smat.jobs.explain import ExplainConfig, explain_data, require_classification
-from smat.jobs.reports import DEFAULT_BINS, faithfulness_of_scores
+from smat.jobs.faithfulness import faithfulness_of_scores
 from smat.jobs.sanity import SanityConfig, sanity_report
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic
@@ -438,7 +439,7 @@ def benchmark(model: str | Path, *, explainers: Sequence[str] = DEFAULT_EXPLAIN.
     Returns:
       the report of :func:`benchmark_report`.
     """
-    from smat.jobs.reports import held_out_split
+    from smat.jobs.inputs import held_out_split
 
     explain = dataclasses.replace(DEFAULT_EXPLAIN, explainers=tuple(map(str, explainers)),
                                   num_examples=num_examples, **explain_settings)

@@ -4,7 +4,7 @@
 methods and a random baseline on the label-word task (:mod:`smat.jobs.label_word_task`):
 (a) against the ground truth and by ERASER AOPC, (b) under layer randomization, (c) as
 ensembles, (d) under the top-k attack. :func:`evaluate_model` runs all four with smat's
-reports (:func:`smat.jobs.reports.faithfulness_of_scores`,
+reports (:func:`smat.jobs.faithfulness.faithfulness_of_scores`,
 :func:`smat.jobs.sanity.sanity_report`, :func:`smat.jobs.attacks.attack_report`,
 :func:`smat.registry.ensemble_scores`), each stage a JSON file read back on a rerun;
 :mod:`smat.jobs.thesis_report` judges the thesis's findings on its result.
@@ -36,8 +36,8 @@ from smat.evaluation import SyntheticTask, ground_truth_metrics
 from smat.evaluation.attacks import ATTACKABLE
 from smat.jobs.attacks import AttackConfig, attack_report
 from smat.jobs.explain import ExplainConfig, explain_encoded
+from smat.jobs.faithfulness import faithfulness_of_scores
 from smat.jobs.label_word_task import encode_task
-from smat.jobs.reports import faithfulness_of_scores
 from smat.jobs.sanity import SanityConfig, plot_sanity, sanity_report
 from smat.json_files import read_json
 from smat.models import functional

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -311,7 +311,8 @@ def split_pool_for_outer(rows: StudentRows) -> tuple[StudentRows, StudentRows]:
             StudentRows(*(field[cut:] for field in rows)))
 
 
-def _as_batch(rows: StudentRows) -> dict[str, np.ndarray]:
+def as_batch(rows: StudentRows) -> dict[str, np.ndarray]:
+    """The SMaT step's batch of `rows`: inputs and the teacher fields the setting cached."""
     batch = {"input_ids": rows.input_ids, "attention_mask": rows.attention_mask,
              "token_type_ids": rows.token_type_ids, "teacher_logits": rows.teacher_logits}
     if rows.teacher_features.shape[-1]:
@@ -437,8 +438,8 @@ def _step_batches(rows: list[StudentRows], validation: StudentRows, *, seeds: li
         valids.append(StudentRows(*(field[draw] for field in validation)))
     length = max(_trim_rows(r, config.loop.length_multiple).input_ids.shape[1]
                  for r in [*rows, *valids])
-    return ([_as_batch(_trim_rows(r, config.loop.length_multiple, length)) for r in rows],
-            [_as_batch(_trim_rows(v, config.loop.length_multiple, length)) for v in valids])
+    return ([as_batch(_trim_rows(r, config.loop.length_multiple, length)) for r in rows],
+            [as_batch(_trim_rows(v, config.loop.length_multiple, length)) for v in valids])
 
 
 def _simulability(graphdef: nnx.GraphDef, params: nnx.State, rows: StudentRows, *, task: str,
@@ -454,6 +455,11 @@ def _best_of(state: scaffold.ScaffoldState) -> dict:
     return {"student": state.student_params, "teacher_explainer": state.teacher_explainer_params}
 
 
+def _seed_of_group(on_epoch_end: Callable, group: list[int], i: int, epoch: int,
+                   state: scaffold.ScaffoldState) -> None:
+    on_epoch_end(group[i], epoch, state)
+
+
 def train_student(
     models: nnx.Module | Sequence[nnx.Module],
     train: StudentRows,
@@ -466,6 +472,7 @@ def train_student(
     seeds: Sequence[int] | None = None,
     progress: bool = True,
     mesh: jax.sharding.Mesh | None = None,
+    on_epoch_end: Callable[[int, int, scaffold.ScaffoldState], None] | None = None,
 ) -> list[StudentResult]:
     """Train one student per seed to simulate the teacher whose outputs are cached in the rows.
 
@@ -489,6 +496,8 @@ def train_student(
       progress: show a progress bar.
       mesh: data parallelism (:mod:`smat.parallel`): train and validation batches sharded
         over the mesh's devices, the SMaT states replicated; None uses the ambient mesh.
+      on_epoch_end: ``(i, epoch, state_i)`` after every epoch of seed i (its index in
+        `seeds`), e.g. to trace the SMaT coefficients (:func:`smat.training.loop.fit`).
 
     Returns:
       One :class:`StudentResult` per seed (with the learned SMaT head coefficients when the
@@ -536,6 +545,8 @@ def train_student(
             evaluate=lambda k, state: simulability(state.student_params, validation),
             metric=primary_metric(task), best_of=_best_of, settings=config.loop,
             seeds=group_seeds, output_dirs=[folders[i] for i in group], progress=progress,
+            on_epoch_end=None if on_epoch_end is None else functools.partial(
+                _seed_of_group, on_epoch_end, group),
             desc=f"student {config.explainer} n={len(train.labels)} seeds "
                  f"{','.join(map(str, group_seeds))}", mesh=mesh)
     return [StudentResult(r.best["student"], r.best["teacher_explainer"], r.best_scores,
