@@ -157,3 +157,39 @@ def test_without_explainers_the_benchmark_runs_its_default_set():
     _, config = parse_command(["benchmark", "--model", "m", "--explainers", "gradient"])
     assert config.benchmark.explain == dataclasses.replace(DEFAULT_EXPLAIN,
                                                            explainers=("gradient",))
+
+
+def test_rationales_add_plausibility_columns_equal_to_the_command(tiny_teacher, eraser_dir,
+                                                                  tmp_path, capsys):
+    """With --rationales the documents are the rows and the plausibility columns equal
+    `smat plausibility`'s numbers; without them those columns do not run, and asking for
+    them alone is refused by name."""
+    model = str(tiny_teacher / "model")
+    assert main(["plausibility", "--model", model, "--data-dir", str(eraser_dir),
+                 "--explainers", "gradient", "attention_all",
+                 "--output-dir", str(tmp_path / "p")]) == 0
+    own = json.loads((tmp_path / "p" / "plausibility.json").read_text())["explainers"]
+    assert main(["benchmark", "--model", model, "--rationales", str(eraser_dir),
+                 "--explainers", "gradient", "attention_all", "--leakage-folds", "2",
+                 "--output-dir", str(tmp_path / "b")]) == 0
+    result = json.loads((tmp_path / "b" / "benchmark.json").read_text())
+    assert result["num_examples"] == 2
+    for name in ("gradient", "attention_all"):
+        row = result["explainers"][name]
+        assert row["plausibility_auc"]["mean"] == pytest.approx(own[name]["roc_auc"])
+        assert row["plausibility_ap"]["mean"] == pytest.approx(own[name]["average_precision"])
+    # progress names every (explainer, measure) as it is computed
+    err = capsys.readouterr().err
+    assert "benchmark:   gradient: plausibility_auc" in err
+    assert "benchmark:   attention_all: comprehensiveness" in err
+
+    data = held_out_split(load(model), num_examples=6)
+    default = benchmark_report(load(model), data, BenchmarkConfig(
+        explain=ExplainConfig(explainers=("gradient",)), leakage_folds=2))
+    assert not {"plausibility_auc", "plausibility_ap"} & set(default["measures"])
+    with pytest.raises(ValueError, match="--measures plausibility_auc .* --rationales"):
+        BenchmarkConfig(measures=("plausibility_auc",),
+                        explain=ExplainConfig(explainers=("gradient",)))
+    assert main(["benchmark", "--model", model, "--rationales", str(eraser_dir), "--texts",
+                 str(eraser_dir / "test.jsonl"), "--output-dir", str(tmp_path / "c")]) == 2
+    assert "leave out --texts" in capsys.readouterr().err

@@ -24,7 +24,13 @@ from smat.jobs.benchmark import BenchmarkConfig
 from smat.jobs.demo import DEMO_EXPLAINERS, DEMO_SEEDS, DEMO_SIZE
 from smat.jobs.evaluators import EVALUATORS, Evaluator, write_report
 from smat.jobs.explain import ExplainConfig
-from smat.jobs.inputs import evaluation_rows, evaluation_texts, model_rows, read_texts
+from smat.jobs.inputs import (
+    evaluation_rows,
+    evaluation_texts,
+    model_rows,
+    rationale_rows,
+    read_texts,
+)
 from smat.jobs.plausibility import PlausibilityConfig
 from smat.jobs.roar import PRESETS, RoarConfig
 from smat.jobs.student_run import run_student
@@ -587,11 +593,15 @@ class Benchmark(ModelEvaluation):
 
 
 def benchmark(config: Benchmark) -> int:
-    from smat.jobs.benchmark import benchmark_report, benchmark_table, write_benchmark
+    from smat.jobs.benchmark import (
+        benchmark_inputs,
+        benchmark_report,
+        benchmark_table,
+        write_benchmark,
+    )
 
     settings = config.benchmark
-    trained, data = model_rows(config.model, config.texts, settings.explain,
-                               explanation_files=True)
+    trained, data = benchmark_inputs(config.model, config.texts, settings)
     report = benchmark_report(trained, data, settings, progress=(
         (lambda message: None) if config.runtime.no_progress
         else (lambda message: print(f"benchmark: {message}", file=sys.stderr, flush=True))))
@@ -618,17 +628,13 @@ class Plausibility:
 
 
 def plausibility(config: Plausibility) -> int:
-    from smat.data import load_eraser
     from smat.jobs.plausibility import plausibility_report, plausibility_table
     from smat.store.model_store import load
 
     settings = config.plausibility
+    rationales = rationale_rows(settings.data_dir, split=settings.split,
+                                num_examples=settings.explain.num_examples)
     trained = load(config.model, precision=settings.explain.precision)
-    # Plausibility explains the model's predictions: the data set's gold labels are not used.
-    rationales = load_eraser(settings.data_dir, split=settings.split)
-    if settings.explain.num_examples is not None:
-        rationales = rationales.select(range(min(settings.explain.num_examples,
-                                                 len(rationales))))
     report = plausibility_report(trained, rationales, settings.explain,
                                  max_len=settings.max_len, top_k=settings.top_k)
     write_report(config.output_dir, "plausibility", report, plausibility_table(report))

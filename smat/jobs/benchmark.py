@@ -13,7 +13,10 @@ same functions on the same rows (a benchmark column equals the command's number)
 * leakage (lower is better): how well a probe reads the predicted class from an
   explanation's positions and mass alone, as ``smat leakage``;
 * agreement (no better direction): mean Spearman correlation with the other explainers, as
-  ``smat agreement`` (one model).
+  ``smat agreement`` (one model);
+* plausibility ROC-AUC and average precision (higher is better), when the rows are the
+  documents of an ERASER-format folder with human rationales: word-level agreement with
+  them, as ``smat plausibility``.
 
 :data:`MEASURES` lists them by name, with their direction.
 """
@@ -39,12 +42,14 @@ from smat.evaluation.faithfulness import DEFAULT_BINS
 from smat.evaluation.leakage import explanation_features, probe_accuracy
 from smat.jobs.explain import ExplainConfig, explain_data, require_classification
 from smat.jobs.faithfulness import faithfulness_of_scores
+from smat.jobs.inputs import evaluation_rows, model_rows, rationale_rows
+from smat.jobs.plausibility import RationaleWords, plausibility_of_scores, rationale_words
 from smat.jobs.sanity import SanityConfig, sanity_report
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic
 
 __all__ = ["EVALUATORS", "MEASURES", "BenchmarkConfig", "Explained", "Measure", "benchmark",
-           "benchmark_csv", "benchmark_html", "benchmark_png", "benchmark_report",
+           "benchmark_csv", "benchmark_inputs", "benchmark_html", "benchmark_png", "benchmark_report",
            "benchmark_table", "best_per_measure", "write_benchmark"]
 
 Scores = Mapping[str, np.ndarray]
@@ -59,6 +64,7 @@ class Explained(NamedTuple):
     data: Encoded
     scores: Scores
     predictions: np.ndarray
+    words: RationaleWords | None = None  # the rows' words and human rationales, if any
 
 
 class Measure(NamedTuple):
@@ -119,10 +125,21 @@ def _agreement(inputs: Explained, config: BenchmarkConfig) -> dict[str, dict[str
             for i, name in enumerate(inputs.scores)}
 
 
+PLAUSIBILITY = {"plausibility_auc": "roc_auc", "plausibility_ap": "average_precision"}
+
+
+def _plausibility(inputs: Explained, config: BenchmarkConfig) -> dict[str, dict[str, Cell]]:
+    # run only on rows with human rationales (BenchmarkConfig.applicable)
+    report = plausibility_of_scores(inputs.scores, inputs.words)["explainers"]
+    return {name: {measure: {"mean": report[name][key]} for measure, key in PLAUSIBILITY.items()}
+            for name in inputs.scores}
+
+
 EVALUATORS: dict[str, Evaluator] = {"faithfulness": _faithfulness,
                                     "sanity": _randomization,
                                     "leakage": _leakage,
-                                    "agreement": _agreement}
+                                    "agreement": _agreement,
+                                    "plausibility": _plausibility}
 """Each evaluation the benchmark runs, once, for the measures it gives."""
 
 MEASURES: dict[str, Measure] = {
@@ -139,6 +156,10 @@ MEASURES: dict[str, Measure] = {
                        "class from the explanation's positions and mass alone", "leakage"),
     "agreement": Measure("neither", "mean Spearman correlation with the other explainers",
                          "agreement"),
+    "plausibility_auc": Measure("higher", "word-level ROC-AUC against the human rationales "
+                                "(rows from --rationales)", "plausibility"),
+    "plausibility_ap": Measure("higher", "word-level average precision against the human "
+                               "rationales (rows from --rationales)", "plausibility"),
 }
 """The benchmark's measures, in the report's column order."""
 
@@ -159,6 +180,10 @@ class BenchmarkConfig:
       bins: comprehensiveness / sufficiency: the fractions of tokens removed or kept.
       leakage_bins: leakage: the probe's position bins.
       leakage_folds: leakage: the probe's cross-validation folds.
+      rationales: an ERASER-format folder ({split}.jsonl and docs/): its documents are the
+        rows, and the plausibility measures score the explanations against its human
+        rationales (without it they do not apply).
+      rationale_split: which split of the rationales folder.
       explain: which explainers run and how (ExplainConfig); learned explainers as their
         folders, explanations computed elsewhere as their files. Without flags: gradient,
         input_x_gradient, integrated_gradients (20 steps), attention_all and random on the
@@ -170,6 +195,10 @@ class BenchmarkConfig:
     bins: tuple[float, ...] = DEFAULT_BINS
     leakage_bins: int = 8
     leakage_folds: int = 5
+    rationales: str | None = dataclasses.field(default=None, metadata={"metavar": "FOLDER",
+                                                                       "shown": "none"})
+    rationale_split: str = dataclasses.field(default="test",
+                                             metadata={"choices": ("train", "val", "test")})
     explain: ExplainConfig = dataclasses.field(
         default=DEFAULT_EXPLAIN, metadata={"base": lambda values: DEFAULT_EXPLAIN})
 
@@ -177,6 +206,15 @@ class BenchmarkConfig:
         unknown = [m for m in self.measures if m not in MEASURES]
         if unknown or not self.measures:
             raise ValueError(f"--measures: unknown {unknown}; choose from {list(MEASURES)}")
+        needs = [m for m in self.measures if MEASURES[m].evaluator == "plausibility"]
+        if needs and self.rationales is None and self.measures != tuple(MEASURES):
+            raise ValueError(f"--measures {' '.join(needs)} score explanations against human "
+                             "rationales: give --rationales FOLDER (an ERASER-format folder)")
+
+    def applicable(self, rationales: bool) -> tuple[str, ...]:
+        """The measures that run: without rationales, all but the plausibility ones."""
+        return tuple(m for m in self.measures
+                     if rationales or MEASURES[m].evaluator != "plausibility")
 
 
 def _timed_explanations(trained: model_store.TrainedModel, data: Encoded,
@@ -202,11 +240,12 @@ def _timed_explanations(trained: model_store.TrainedModel, data: Encoded,
     return scores, seconds, predictions
 
 
-def benchmark_report(trained: model_store.TrainedModel, data: Encoded,
+def benchmark_report(trained: model_store.TrainedModel, data: Encoded | RationaleWords,
                      config: BenchmarkConfig, *,
                      progress: Callable[[str], None] = lambda message: None
                      ) -> dict[str, Any]:
-    """Every measure of `config` for every explainer, on the rows of `data`.
+    """Every measure of `config` for every explainer, on the rows of `data` (tokenized rows,
+    or documents with human rationales: :func:`smat.jobs.plausibility.rationale_words`).
 
     Returns:
       ``{"measures": {name: {"direction", "description"}}, "explainers": {name: {measure:
@@ -222,23 +261,31 @@ def benchmark_report(trained: model_store.TrainedModel, data: Encoded,
     """
     require_classification(trained, "the benchmark's measures")
     began = time.perf_counter()
+    words = data if isinstance(data, RationaleWords) else None
+    data = data.encoded if words is not None else data
     scores, seconds, predictions = _timed_explanations(trained, data, config.explain, progress)
-    inputs = Explained(trained, data, scores, np.asarray(predictions))
+    inputs = Explained(trained, data, scores, np.asarray(predictions), words)
     explainers: dict[str, dict[str, Any]] = {name: {} for name in scores}
-    for evaluator in dict.fromkeys(MEASURES[m].evaluator for m in config.measures):
-        progress(f"evaluating {evaluator}")
+    measures = config.applicable(rationales=words is not None)
+    evaluations = list(dict.fromkeys(MEASURES[m].evaluator for m in measures))
+    for number, evaluator in enumerate(evaluations, 1):
+        progress(f"evaluating {evaluator} ({number}/{len(evaluations)})")
         for name, cells in EVALUATORS[evaluator](inputs, config).items():
-            explainers[name].update({m: cell for m, cell in cells.items()
-                                     if m in config.measures})
+            chosen = {m: cell for m, cell in cells.items() if m in measures}
+            explainers[name].update(chosen)
+            progress(f"  {name}: " + ", ".join(
+                f"{m} {'does not apply' if cell is None else format(cell['mean'], '.3f')}"
+                for m, cell in chosen.items()))
     for name in explainers:
         explainers[name]["seconds"] = seconds[name]
-    settings = {"measures": list(config.measures), "bins": list(config.bins),
+    settings = {"measures": list(measures), "bins": list(config.bins),
                 "leakage_bins": config.leakage_bins, "leakage_folds": config.leakage_folds,
+                "rationales": config.rationales,
                 "ig_steps": config.explain.ig_steps, "batch_size": config.explain.batch_size,
                 "precision": config.explain.precision}
     report = {"measures": {m: {"direction": MEASURES[m].direction,
                                "description": MEASURES[m].description}
-                           for m in config.measures},
+                           for m in measures},
               "explainers": explainers, "explainer_order": list(explainers),
               "num_examples": int(len(data.labels)),
               "settings": settings}
@@ -419,10 +466,37 @@ def write_benchmark(report: Mapping[str, Any], output_dir: str | Path) -> dict[s
     return {kind: str(path) for kind, path in written.items()}
 
 
+def benchmark_inputs(model: str | Path, texts: str | Sequence[str] | None,
+                     config: BenchmarkConfig
+                     ) -> tuple[model_store.TrainedModel, Encoded | RationaleWords]:
+    """(the model of folder `model`, the rows its benchmark explains): the documents of
+    ``config.rationales`` with their human rationales, else a texts file or list of texts
+    (an explanations file among the explainers brings its own), else the model's held-out
+    rows; the first ``config.explain.num_examples``.
+
+    Raises:
+      ValueError: texts together with rationales (which bring their own documents).
+    """
+    explain = config.explain
+    if config.rationales is None:
+        if texts is None or isinstance(texts, str | Path):
+            return model_rows(model, texts, explain, explanation_files=True)
+        trained = model_store.load(model, precision=explain.precision)
+        return trained, evaluation_rows(trained, list(texts), explain.num_examples,
+                                        folder=model)
+    if texts is not None:
+        raise ValueError("--rationales brings its own documents, the rows explained: leave "
+                         "out --texts")
+    rationales = rationale_rows(config.rationales, split=config.rationale_split,
+                                num_examples=explain.num_examples)
+    trained = model_store.load(model, precision=explain.precision)
+    return trained, rationale_words(trained, rationales, max_len=None)
+
+
 def benchmark(model: str | Path, *, explainers: Sequence[str] = DEFAULT_EXPLAIN.explainers,
               texts: Sequence[str] | None = None, measures: Sequence[str] = tuple(MEASURES),
               num_examples: int | None = DEFAULT_EXPLAIN.num_examples,
-              output_dir: str | Path | None = None,
+              rationales: str | Path | None = None, output_dir: str | Path | None = None,
               **explain_settings: Any) -> dict[str, Any]:
     """The benchmark of a saved model's explainers in one call (``smat.benchmark``).
 
@@ -432,6 +506,8 @@ def benchmark(model: str | Path, *, explainers: Sequence[str] = DEFAULT_EXPLAIN.
       texts: the texts to explain (default: the model's held-out test rows).
       measures: which of :data:`MEASURES`.
       num_examples: the first N rows (None: all).
+      rationales: an ERASER-format folder whose test documents are explained and whose
+        human rationales the plausibility measures read (instead of `texts`).
       output_dir: if given, where :func:`write_benchmark` writes the report.
       **explain_settings: further :class:`smat.jobs.explain.ExplainConfig` fields
         (``ig_steps``, ``batch_size``, ...; default :data:`DEFAULT_EXPLAIN`'s).
@@ -439,16 +515,11 @@ def benchmark(model: str | Path, *, explainers: Sequence[str] = DEFAULT_EXPLAIN.
     Returns:
       the report of :func:`benchmark_report`.
     """
-    from smat.jobs.inputs import held_out_split
-
     explain = dataclasses.replace(DEFAULT_EXPLAIN, explainers=tuple(map(str, explainers)),
                                   num_examples=num_examples, **explain_settings)
-    config = BenchmarkConfig(measures=tuple(measures), explain=explain)
-    trained = model_store.load(model, precision=explain.precision)
-    if texts is None:
-        data = held_out_split(trained, num_examples=num_examples, folder=model)
-    else:
-        data = model_store.encode_texts(trained, list(texts)[:num_examples], job="benchmark")
+    config = BenchmarkConfig(measures=tuple(measures), explain=explain,
+                             rationales=None if rationales is None else str(rationales))
+    trained, data = benchmark_inputs(model, texts, config)
     report = benchmark_report(trained, data, config)
     if output_dir is not None:
         write_benchmark(report, output_dir)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from smat.data import Encoded, take
+from smat.data import Encoded, RationaleDataset, load_eraser, take
 from smat.evaluation.cartography import GROUPS as CARTOGRAPHY_GROUPS
 from smat.jobs.explain import ExplainConfig
 from smat.json_files import read_json
@@ -165,3 +165,14 @@ def ordered_groups(groups: Sequence[str] | np.ndarray) -> list[str]:
     present = set(np.asarray(groups).astype(str).tolist())
     return [g for g in CARTOGRAPHY_GROUPS if g in present] + sorted(
         present - set(CARTOGRAPHY_GROUPS))
+
+
+def rationale_rows(data_dir: str | Path, *, split: str = "test",
+                   num_examples: int | None = None) -> RationaleDataset:
+    """The documents of an ERASER-format folder with their human rationales (their gold
+    labels are not used: explanations explain the model's predictions); the first
+    `num_examples`."""
+    rationales = load_eraser(data_dir, split=split)
+    if num_examples is not None:
+        rationales = rationales.select(range(min(num_examples, len(rationales))))
+    return rationales

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -84,12 +85,22 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
       ValueError: the rationales do not annotate that text segment (and what
         :func:`smat.jobs.explain.explain_data` raises).
     """
-    words = _rationale_words(trained, rationales, max_len=max_len, segment=segment)
+    words = rationale_words(trained, rationales, max_len=max_len, segment=segment)
     explained = explain_data(trained, words.encoded, explain)
+    return {**plausibility_of_scores(explained.scores, words, top_k=top_k),
+            "num_examples": len(rationales), "max_len": words.max_len,
+            "words_scored": int(words.present.sum()), "rationale_words": words.total,
+            "rationale_words_cut": words.cut}
+
+
+def plausibility_of_scores(scores: Mapping[str, np.ndarray], words: RationaleWords, *,
+                           top_k: int | None = None) -> dict[str, Any]:
+    """The measures of :func:`plausibility_report` for token scores computed already (rows
+    of ``words.encoded``): ``{"explainers": {name: {...}}, "top_k"}``."""
     k = top_k if top_k is not None else max(1, round(float(words.gold.sum(1).mean())))
     report: dict[str, Any] = {}
-    for name, scores in explained.scores.items():
-        word_scores, _ = word_level_scores(scores, words.word_ids, num_words=words.num_words)
+    for name, values in scores.items():
+        word_scores, _ = word_level_scores(values, words.word_ids, num_words=words.num_words)
         auc = roc_auc(word_scores, words.gold, words.present)
         report[name] = {
             "roc_auc": float(auc.mean()), "num_excluded_auc": int(auc.num_excluded()),
@@ -97,12 +108,12 @@ def plausibility_report(trained: model_store.TrainedModel, rationales: Rationale
                 average_precision(word_scores, words.gold, words.present).mean()),
             "token_f1": float(token_f1(word_scores, words.gold, words.present, k=k).macro_f1),
             "iou_f1": float(iou_f1(word_scores, words.gold, words.present, k=k).macro_f1)}
-    return {"explainers": report, "top_k": k, "num_examples": len(rationales),
-            "max_len": words.max_len, "words_scored": int(words.present.sum()),
-            "rationale_words": words.total, "rationale_words_cut": words.cut}
+    return {"explainers": report, "top_k": k}
 
 
-class _RationaleWords(NamedTuple):
+class RationaleWords(NamedTuple):
+    """Rationale texts tokenized, with their words aligned to the tokens."""
+
     encoded: Encoded  # the tokenized texts
     word_ids: np.ndarray  # (N, T) word index of each token, -1 for special / padding
     num_words: int
@@ -113,8 +124,8 @@ class _RationaleWords(NamedTuple):
     max_len: int
 
 
-def _rationale_words(trained: model_store.TrainedModel, rationales: RationaleDataset, *,
-                     max_len: int | None, segment: int = 0) -> _RationaleWords:
+def rationale_words(trained: model_store.TrainedModel, rationales: RationaleDataset, *,
+                     max_len: int | None, segment: int = 0) -> RationaleWords:
     """Tokenize rationale data and align the word masks of one text segment to the tokens
     (warns about cut rationale words)."""
     masks = rationales.word_masks if segment == 0 else rationales.pair_word_masks
@@ -137,7 +148,7 @@ def _rationale_words(trained: model_store.TrainedModel, rationales: RationaleDat
     if cut:
         warnings.warn(f"{cut} of {total} rationale words lie beyond max_len={max_len} tokens "
                       "and are not scored; raise max_len to score them", stacklevel=3)
-    return _RationaleWords(encoded, word_ids, num_words, gold, present, total, cut, max_len)
+    return RationaleWords(encoded, word_ids, num_words, gold, present, total, cut, max_len)
 
 
 def head_plausibility(trained: model_store.TrainedModel, rationales: RationaleDataset, *,
@@ -166,7 +177,7 @@ def head_plausibility(trained: model_store.TrainedModel, rationales: RationaleDa
     Raises:
       ValueError: the rationales do not annotate that text segment.
     """
-    words = _rationale_words(trained, rationales, max_len=max_len, segment=segment)
+    words = rationale_words(trained, rationales, max_len=max_len, segment=segment)
     graphdef, params = functional.split(trained.model)
     encoder = trained.model.encoder.config
     num_layers, num_heads = encoder.num_layers, encoder.num_heads
