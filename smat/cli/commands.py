@@ -261,6 +261,10 @@ class Simulability:
         finished runs are reused, unfinished ones resumed, and ones made with other settings
         refused, naming the differences).
       student: how each student trains.
+      share: train only share I of N of the grid's students ("I/N", 0-based: every N-th
+        cell from the I-th), one share per process or host over a shared output folder;
+        share 0 waits for the others' students (at most --join-timeout seconds) and writes
+        the table, and a share that stopped trains only what it had not finished.
     """
 
     teacher: str = field(metadata={"metavar": "FOLDER"})
@@ -274,20 +278,31 @@ class Simulability:
     keep_students: bool = keep_students_field()
     student: StudentTrainConfig = field(default_factory=StudentTrainConfig,
                                         metadata={"skip": ("explainer",)})
+    share: str = field(default="0/1", metadata={"metavar": "I/N"})
     runtime: Runtime = runtime_field()
 
 
 def simulability(config: Simulability) -> int:
     from smat.evaluation.simulability import plot_simulability, simulability_table
-    from smat.jobs.grid import run_grid
+    from smat.jobs.grid import parse_share, run_grid
 
+    share = parse_share(config.share)
     seeds = seeds_from(config.seeds, config.student.loop.seed)
     output_dir = Path(config.output_dir or Path(config.teacher) / "simulability")
-    records = run_grid(config.teacher, sizes=config.sizes, explainers=config.explainers,
-                       seeds=seeds, student=config.student, output_dir=output_dir,
-                       progress=not config.runtime.no_progress, overwrite=config.overwrite,
-                       keep_checkpoints=config.keep_checkpoints,
-                       keep_students=config.keep_students)
+    try:
+        records = run_grid(config.teacher, sizes=config.sizes, explainers=config.explainers,
+                           seeds=seeds, student=config.student, output_dir=output_dir,
+                           progress=not config.runtime.no_progress,
+                           overwrite=config.overwrite,
+                           keep_checkpoints=config.keep_checkpoints,
+                           keep_students=config.keep_students, share=share,
+                           join_timeout=config.runtime.join_timeout)
+    except TimeoutError as error:
+        raise ValueError(str(error)) from None
+    if share[0] != 0:
+        print(f"share {config.share}: {len(records)} students finished; share 0/{share[1]} "
+              "writes the table")
+        return 0
     metric = "accuracy" if "accuracy" in records[0]["test"] else "pearson"
     table = simulability_table(records, metric=metric)
     (output_dir / "table.md").write_text(table + "\n")

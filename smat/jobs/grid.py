@@ -12,9 +12,11 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from smat.jobs.student_run import run_student
 from smat.registry import STUDENT_SETTINGS
@@ -25,6 +27,60 @@ from smat.training.student import StudentTrainConfig
 def cell_dir(output_dir: str | Path, *, num_examples: int, explainer: str, seed: int) -> Path:
     """The folder of one grid cell."""
     return Path(output_dir) / f"n{num_examples}" / explainer / f"seed{seed}"
+
+
+class Unit(NamedTuple):
+    """Students trained in one call: a (size, explainer) cell's seeds, all of them when
+    they train as one vmapped program, else one."""
+
+    num_examples: int
+    explainer: str
+    seeds: tuple[int, ...]
+
+
+def parse_share(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> (I, N): the share of a grid's students one process trains, 0 <= I < N.
+
+    Raises:
+      ValueError: naming --share, for anything else.
+    """
+    index, slash, count = text.partition("/")
+    if not (slash and index.strip().isdigit() and count.strip().isdigit()
+            and 0 <= int(index) < int(count)):
+        raise ValueError(f"--share {text!r}: expected I/N with 0 <= I < N, e.g. 0/2 and 1/2 "
+                         "for two processes")
+    return int(index), int(count)
+
+
+def _wait_for(units: Sequence[Unit], *, share: tuple[int, int], timeout: float,
+              output_dir: str | Path) -> None:
+    """Wait until every unit's students are finished (their result.json), at most
+    `timeout` seconds.
+
+    Raises:
+      TimeoutError: naming the unfinished cells and the shares to rerun.
+    """
+    deadline, told = time.monotonic() + timeout, False
+    while True:
+        missing = [unit for unit in units if not all(
+            (cell_dir(output_dir, num_examples=unit.num_examples, explainer=unit.explainer,
+                      seed=seed) / "result.json").is_file() for seed in unit.seeds)]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            shares = sorted({units.index(unit) % share[1] for unit in missing})
+            cells = ", ".join(f"n{u.num_examples}/{u.explainer}/seeds "
+                              f"{','.join(map(str, u.seeds))}" for u in missing[:4])
+            raise TimeoutError(
+                f"--share {share[0]}/{share[1]}: after {timeout:.0f} s, {len(missing)} "
+                f"students are unfinished ({cells}{', ...' if len(missing) > 4 else ''}); "
+                f"run --share {' and --share '.join(f'{s}/{share[1]}' for s in shares)} "
+                "again (finished cells are reused), then this command")
+        if not told:
+            print(f"share {share[0]}/{share[1]}: waiting for {len(missing)} students of the "
+                  "other shares", file=sys.stderr, flush=True)
+            told = True
+        time.sleep(min(5.0, max(timeout / 20, 0.1)))
 
 
 def run_grid(
@@ -39,8 +95,17 @@ def run_grid(
     overwrite: bool = False,
     keep_checkpoints: bool = False,
     keep_students: bool = False,
+    share: tuple[int, int] = (0, 1),
+    join_timeout: float = 300.0,
 ) -> list[dict[str, Any]]:
     """Train every (size, explainer, seed) student of a teacher; finished cells are reused.
+
+    With ``share=(i, n)`` this process trains only every n-th call's students from the
+    i-th (a call: a cell's seeds, together when they train as one vmapped program), so n
+    processes, on one machine or on hosts that share `output_dir`, split the grid without
+    talking to each other. Share 0 then waits (at most `join_timeout` seconds) for every
+    other student's ``result.json`` and returns all records; the others return their own.
+    A process that dies leaves its finished students; rerunning its share trains the rest.
 
     Args:
       teacher_dir: a finished `smat train-teacher` run.
@@ -56,6 +121,8 @@ def run_grid(
       overwrite: delete what each cell's folder holds and train afresh.
       keep_checkpoints, keep_students: as :func:`smat.jobs.student_run.run_student` (by default a
         finished cell keeps its result and learned explainer only).
+      share: (this process's share, number of shares); see above.
+      join_timeout: how long share 0 waits for the other shares' students.
 
     Returns:
       The result records of all cells, in grid order.
@@ -64,6 +131,7 @@ def run_grid(
       FileNotFoundError: `teacher_dir` is not a finished teacher run.
       ValueError: an unknown explainer setting, no sizes / explainers / seeds, or a size
         larger than the student pool (checked before any student trains).
+      TimeoutError: share 0 waited `join_timeout` seconds for students of other shares.
     """
     unknown = sorted(set(explainers) - set(STUDENT_SETTINGS))
     if unknown:
@@ -79,15 +147,29 @@ def run_grid(
     if too_large:
         raise ValueError(f"student sizes {too_large} are outside 1..{pool}, the student pool "
                          f"of {teacher_dir} (checked before any student trains)")
-    records = []
-    for num_examples in sizes:
-        for explainer in explainers:
-            folders = [cell_dir(output_dir, num_examples=num_examples, explainer=explainer,
-                                seed=seed) for seed in seeds]
-            records += run_student(teacher_dir,
-                                   config=dataclasses.replace(student, explainer=explainer),
-                                   seeds=seeds, num_examples=num_examples, output_dir=folders,
-                                   progress=progress, overwrite=overwrite,
-                                   keep_checkpoints=keep_checkpoints,
-                                   keep_students=keep_students)
-    return records
+    groups = ([tuple(seeds)] if student.loop.parallel_seeds
+              else [(seed,) for seed in seeds])
+    units = [Unit(num_examples, explainer, group) for num_examples in sizes
+             for explainer in explainers for group in groups]
+    index, count = share
+    mine = units[index::count]
+    if count > 1:
+        print(f"share {index}/{count}: training " + "; ".join(
+            f"n{u.num_examples}/{u.explainer}/seeds {','.join(map(str, u.seeds))}"
+            for u in mine), file=sys.stderr, flush=True)
+
+    def students(unit: Unit, overwrite: bool = overwrite) -> list[dict[str, Any]]:
+        folders = [cell_dir(output_dir, num_examples=unit.num_examples,
+                            explainer=unit.explainer, seed=seed) for seed in unit.seeds]
+        return run_student(teacher_dir,
+                           config=dataclasses.replace(student, explainer=unit.explainer),
+                           seeds=unit.seeds, num_examples=unit.num_examples,
+                           output_dir=folders, progress=progress, overwrite=overwrite,
+                           keep_checkpoints=keep_checkpoints, keep_students=keep_students)
+
+    records = [record for unit in mine for record in students(unit)]
+    if count == 1 or index != 0:
+        return records
+    _wait_for(units, share=share, timeout=join_timeout, output_dir=output_dir)
+    # the other shares' students, finished: read, never trained again or overwritten
+    return [record for unit in units for record in students(unit, overwrite=False)]
