@@ -37,3 +37,17 @@ def test_shuffled_text_control_student_runs_on_its_own_cached_explanations(tiny_
     assert recorded["student"]["explanation_source"] == "shuffled_text"
     # the teacher's explanations of shuffled rows are cached apart from the plain ones
     assert (tiny_teacher / "cache" / "smat-n16-ig50-shuffled_text.npz").is_file()
+
+
+def test_the_committed_leakage_page_regenerates_from_its_json():
+    """docs/results' leakage table is what leakage_table writes from its JSON, the plain
+    majority class among the predictions beside the cross-validated rate."""
+    from pathlib import Path
+
+    from smat.jobs.leakage import leakage_table
+
+    base = Path(__file__).resolve().parents[1] / "docs" / "results" / "smat_table1_sst2"
+    report = json.loads((base / "leakage_n500.json").read_text())
+    page = (base / "leakage_n500.md").read_text()
+    assert page == leakage_table(report) + "\n"
+    assert "Majority class: 0.509 of 1000 rows" in page and "against: 0.489" in page

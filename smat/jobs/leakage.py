@@ -79,8 +79,10 @@ def leakage_table(report: dict[str, Any]) -> str:
         folds = r["fold_accuracies"]
         lines.append(f"| {name} | {r['accuracy']:.3f} | {min(folds):.3f}-{max(folds):.3f} | "
                      f"{r['p_value']:.2g} |")
-    majority = report["length_only"]["majority"]
-    return "\n".join([*lines, "", f"Majority class: {majority:.3f} of "
-                      f"{report['num_examples']} rows; the probe sees each explanation's "
-                      f"mass by position ({report['bins']} bins, first / last token, peak, "
-                      "entropy, length), never its tokens."])
+    counts = report["predicted_class_counts"]
+    return "\n".join([*lines, "", f"Majority class: {max(counts) / sum(counts):.3f} of "
+                      f"{report['num_examples']} rows (answering each fold's training "
+                      f"majority, the rate the p-values test against: "
+                      f"{report['length_only']['majority']:.3f}); the probe sees each "
+                      f"explanation's mass by position ({report['bins']} bins, first / last "
+                      "token, peak, entropy, length), never its tokens."])
