@@ -95,6 +95,7 @@ five settings tuned); ``--smoke``: tiny model, 8 sentences (about 30 s).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -200,9 +201,10 @@ def classifiers(smoke: bool):
 
 def ferret_model(forward, hf):
     """The torch classifier as ferret calls a Hugging Face one: ``model(input_ids=...,
-    attention_mask=..., token_type_ids=..., output_hidden_states=...)`` returning an object
-    with ``.logits``, with ``.config`` and ``.device``. ``calls`` records each call's
-    (rows, columns)."""
+    attention_mask=..., token_type_ids=..., output_hidden_states=...)`` (its evaluators,
+    LIME and SHAP) or ``model(inputs_embeds=..., attention_mask=...)`` (its gradient
+    explainers) returning an object with ``.logits``, with ``.config``, ``.device`` and
+    ``get_input_embeddings()``. ``calls`` records each call's (rows, columns)."""
     import torch
     from transformers.modeling_outputs import SequenceClassifierOutput
 
@@ -220,11 +222,12 @@ def ferret_model(forward, hf):
         def get_input_embeddings(self):
             return self.bert.get_input_embeddings()
 
-        def forward(self, input_ids, attention_mask, token_type_ids=None,
-                    output_hidden_states=False):
+        def forward(self, input_ids=None, attention_mask=None, token_type_ids=None,
+                    output_hidden_states=False, inputs_embeds=None):
             # the one-segment inputs here have token_type_ids 0, as torch_classifier assumes
-            self.calls.append(tuple(input_ids.shape))
-            x = self.bert.embeddings.word_embeddings(input_ids)
+            x = (self.bert.embeddings.word_embeddings(input_ids) if inputs_embeds is None
+                 else inputs_embeds)
+            self.calls.append(tuple(x.shape[:2]))
             return SequenceClassifierOutput(logits=forward(x, attention_mask))
 
     return Classifier().eval()
@@ -248,6 +251,44 @@ def encoder_flops(config, calls) -> float:
     dense = 2 * (4 * d * d + 2 * d * f)
     return float(sum(config.num_layers * rows * cols * (dense + 4 * cols * d)
                      for rows, cols in calls))
+
+
+def fastest_torch_threads(warm_up, probe) -> tuple[int, dict[str, float]]:
+    """Set torch's number of threads to the faster of all cores and one at ``probe()`` (run
+    once after ``warm_up()`` at each; on busy cores, OpenMP threads waiting for each other
+    slow ferret's small calls down by up to 50x); return it and the probe's seconds by
+    threads."""
+    import torch
+
+    seconds = {}
+    for threads in sorted({os.cpu_count(), 1}, reverse=True):
+        torch.set_num_threads(threads)
+        warm_up()
+        seconds[str(threads)], _ = best_of(probe, 1)
+    best = int(min(seconds, key=seconds.get))
+    torch.set_num_threads(best)
+    return best, seconds
+
+
+@contextlib.contextmanager
+def torch_threads_restored():
+    """Restore torch's number of threads after the block (:func:`fastest_torch_threads`
+    changes it)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def machine(load_before: tuple[float, float, float]) -> dict:
+    """The summary's facts about the machine: cores, the load averages before the run (as
+    ``os.getloadavg()`` gave them) and now, the platform."""
+    return {"cpu_count": os.cpu_count(), "load_average_1_5_15_before": list(load_before),
+            "load_average_1_5_15_after": list(os.getloadavg()),
+            "platform": platform.platform()}
 
 
 def best_of(fn, repeats: int) -> tuple[float, object]:
@@ -329,14 +370,9 @@ def run(*, smoke: bool, num_sentences: int, smat_settings: list[str], repeats: i
     """Time and cross-check both sides; write and return the JSON summary (torch's number of
     threads is restored). `smat_settings`: "BxM" strings, B sentences per jitted call and
     batches cut to a multiple of M tokens."""
-    import torch
-
-    threads = torch.get_num_threads()
-    try:
+    with torch_threads_restored():
         return _run(smoke=smoke, num_sentences=num_sentences, smat_settings=smat_settings,
                     repeats=repeats, output=output)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
@@ -397,16 +433,10 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
     def ferret_on(rows):
         return ferret_aopc(evaluators, explanations[rows], targets[rows], matched[rows])
 
-    # torch's threads: the faster of all cores and one, on the first 16 sentences (on busy
-    # cores, OpenMP threads waiting for each other slow ferret's small calls down).
-    probe = {}
-    for threads in sorted({os.cpu_count(), 1}, reverse=True):
-        torch.set_num_threads(threads)
-        ferret_on(slice(0, 2))  # warm-up
-        probe[str(threads)], _ = best_of(lambda: ferret_on(slice(0, 16)), 1)
-    best_threads = min(probe, key=probe.get)
+    # torch's threads: the faster of all cores and one, on the first 16 sentences
+    best_threads, probe = fastest_torch_threads(lambda: ferret_on(slice(0, 2)),
+                                                lambda: ferret_on(slice(0, 16)))
     progress(f"ferret on 16 sentences by torch threads: {probe}")
-    torch.set_num_threads(int(best_threads))
     torch_model.calls.clear()
     ferret_seconds, ferret_values = best_of(lambda: ferret_on(slice(None)), repeats)
     ferret_calls = torch_model.calls[:len(torch_model.calls) // repeats]
@@ -452,7 +482,7 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
         "smat_seconds_by_setting (batch_size x length_multiple)": smat_runs,
         "smat_best_setting": best,
         "ferret_probe_seconds_by_torch_threads (16 sentences)": probe,
-        "ferret_best_torch_threads": int(best_threads),
+        "ferret_best_torch_threads": best_threads,
         "cross_check": {
             "sentences_surviving_round_trip": int(exact.sum()),
             "max_abs_diff_comprehensiveness_round_trip": max_or_nan(diff[0][exact]),
@@ -494,10 +524,7 @@ def _run(*, smoke, num_sentences, smat_settings, repeats, output) -> dict:
         "model": "tiny (random)" if smoke else "all-MiniLM-L6-v2 + random mean-pool head",
         "repeats": repeats,
         "smoke": smoke,
-        "cpu_count": os.cpu_count(),
-        "load_average_1_5_15_before": list(load_before),
-        "load_average_1_5_15_after": list(os.getloadavg()),
-        "platform": platform.platform(),
+        **machine(load_before),
         "jax": jax.__version__,
         "torch": torch.__version__,
         "torch_device": str(torch_model.device),
