@@ -9,7 +9,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A module belongs to the longest prefix listed here.
 FLOORS = (
-    ("smat.parallel", "smat.compile_cache", "smat.json_files", "smat.markdown"),
+    ("smat.parallel", "smat.compile_cache", "smat.compile_time", "smat.json_files",
+     "smat.markdown"),
     ("smat.data",),
     ("smat.models",),
     ("smat.explainers", "baselines"),

@@ -114,3 +114,22 @@ def test_compile_cache_opt_out(opt_out, tiny_teacher, tmp_path, monkeypatch, cap
     assert not cache.exists()
     capsys.readouterr()
 
+
+
+def test_compile_seconds_count_a_new_program_and_not_a_compiled_one():
+    import jax
+    import jax.numpy as jnp
+
+    from smat.compile_time import compile_seconds
+
+    @jax.jit
+    def program(x):
+        return jnp.tanh(x @ x.T).sum()
+
+    x = jnp.ones((64, 64))
+    with compile_seconds() as first:
+        program(x).block_until_ready()
+    with compile_seconds() as again:
+        program(x).block_until_ready()
+    assert first() > 0
+    assert again() == 0
