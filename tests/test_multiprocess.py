@@ -1,6 +1,9 @@
 """Two real JAX processes on localhost (gloo collectives over a coordinator on a free port),
 each with 2 CPU devices, forming one 4-device mesh: a teacher trained data-parallel over
-it equals the one-process run over 4 devices, and its model loads in one process.
+it equals the one-process run over 4 devices, and its model loads in one process; a
+two-process run killed after its first checkpoint resumes as two processes and, from a
+copy of its folder, as one; `smat explain` over the two processes writes the one-process
+explanations.
 
 The processes are `smat` commands as a user would start them on two hosts
 (``--coordinator``, ``--num-processes``, ``--process-id``); ``--devices 4`` exists only in
@@ -8,10 +11,14 @@ the joined mesh (each process alone has 2 devices), so a run whose processes did
 fails instead of passing as two independent runs.
 """
 
+import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -21,6 +28,7 @@ import pytest
 pytestmark = pytest.mark.multidevice
 
 TIMEOUT = 300  # seconds a process may take; both are killed past it
+TOLERANCE = 1e-5  # largest parameter or score difference between process counts
 
 
 def _free_port() -> int:
@@ -32,25 +40,51 @@ def _free_port() -> int:
 SMAT = str(Path(sys.executable).parent / "smat")
 
 
-def _run_processes(commands: list[list[str]], devices: int, tmp_path: Path) -> list[str]:
+def _run_processes(commands: list[list[str]], devices: int, tmp_path: Path, *,
+                   until: Callable[[], bool] | None = None,
+                   name: str = "process") -> list[str]:
     """Start every command at once, each with `devices` CPU devices; their outputs. Any
-    that fails or outlives TIMEOUT ends all of them and the test."""
+    that fails or outlives TIMEOUT ends all of them and the test. With `until`, every
+    process is killed (SIGKILL, as when a host is lost) as soon as it holds, which must be
+    before any of them ends."""
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
-    logs = [tmp_path / f"process{i}.log" for i in range(len(commands))]
+    logs = [tmp_path / f"{name}{i}.log" for i in range(len(commands))]
     files = [log.open("w") for log in logs]
     processes = [subprocess.Popen(command, env=env, stdout=file, stderr=subprocess.STDOUT)
                  for command, file in zip(commands, files, strict=True)]
+    held = False
     try:
-        codes = [p.wait(timeout=TIMEOUT) for p in processes]
+        if until is None:
+            codes = [p.wait(timeout=TIMEOUT) for p in processes]
+        else:
+            deadline = time.monotonic() + TIMEOUT
+            while not (held := until()):
+                if time.monotonic() > deadline or any(p.poll() is not None
+                                                      for p in processes):
+                    break
+                time.sleep(0.02)
     finally:
         for p, file in zip(processes, files, strict=True):
             p.kill()
             p.wait()
             file.close()
     outputs = [log.read_text(errors="replace") for log in logs]
+    if until is not None:
+        assert held, "the processes ended or timed out first:\n" + "\n".join(
+            output[-3000:] for output in outputs)
+        return outputs
     for code, output in zip(codes, outputs, strict=True):
         assert code == 0, output[-3000:]
     return outputs
+
+
+def _joined(common: list[str], tmp_path: Path, *, name: str = "process",
+            until: Callable[[], bool] | None = None) -> list[str]:
+    """`common` as two processes of 2 CPU devices each, joined at a fresh coordinator."""
+    port = _free_port()
+    return _run_processes([[SMAT, *common, "--coordinator", f"localhost:{port}",
+                            "--num-processes", "2", "--process-id", str(i)] for i in (0, 1)],
+                          devices=2, tmp_path=tmp_path, until=until, name=name)
 
 
 def _params(folder: Path) -> list[np.ndarray]:
@@ -61,31 +95,102 @@ def _params(folder: Path) -> list[np.ndarray]:
             jax.tree.leaves(functional.split(load(folder / "model").model)[1])]
 
 
-def test_a_teacher_trained_over_two_processes_equals_one_process(tiny_teacher_args,
-                                                                 tmp_path):
+def _largest_difference(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True))
+
+
+def _metric_steps(folder: Path) -> list[int]:
+    lines = (folder / "checkpoints" / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line)["step"] for line in lines]
+
+
+@pytest.fixture(scope="module")
+def teacher_flags(tiny_teacher_args) -> list[str]:
+    """`smat train-teacher` over 4 devices for one epoch of 11 steps, evaluated (and
+    checkpointed) at steps 5, 10 and 11 (add --output-dir)."""
     args = [a for a in tiny_teacher_args if a != "--no-progress"]
-    common = ["train-teacher", *args, "--no-progress", "--no-compile-cache",
-              "--max-epochs", "1", "--devices", "4"]
-    port = _free_port()
-    _run_processes([[SMAT, *common, "--output-dir",
-                     str(tmp_path / "two"), "--coordinator", f"localhost:{port}",
-                     "--num-processes", "2", "--process-id", str(i)] for i in (0, 1)],
-                   devices=2, tmp_path=tmp_path)
-    _run_processes([[SMAT, *common, "--output-dir",
-                     str(tmp_path / "one")]], devices=4, tmp_path=tmp_path)
-    two, one = _params(tmp_path / "two"), _params(tmp_path / "one")
-    assert max(float(np.max(np.abs(a - b))) for a, b in zip(two, one, strict=True)) < 1e-5
+    return ["train-teacher", *args, "--no-progress", "--no-compile-cache",
+            "--max-epochs", "1", "--evals-per-epoch", "2", "--devices", "4"]
+
+
+@pytest.fixture(scope="module")
+def one_process_teacher(teacher_flags, tmp_path_factory) -> Path:
+    """The reference: the teacher trained by one process over 4 CPU devices."""
+    folder = tmp_path_factory.mktemp("one-process")
+    _run_processes([[SMAT, *teacher_flags, "--output-dir", str(folder / "run")]],
+                   devices=4, tmp_path=folder)
+    return folder / "run"
+
+
+def test_a_teacher_trained_over_two_processes_equals_one_process(teacher_flags,
+                                                                 one_process_teacher,
+                                                                 tmp_path):
+    _joined([*teacher_flags, "--output-dir", str(tmp_path / "two")], tmp_path)
+    two, one = _params(tmp_path / "two"), _params(one_process_teacher)
+    assert _largest_difference(two, one) < TOLERANCE
     # process 0 alone logged the metrics: one line per evaluation, as in one process
-    lines = {name: (tmp_path / name / "checkpoints" / "metrics.jsonl").read_text().splitlines()
-             for name in ("two", "one")}
-    assert len(lines["two"]) == len(lines["one"])
+    assert _metric_steps(tmp_path / "two") == _metric_steps(one_process_teacher) == [5, 10, 11]
     # the finished run kept no resumable state, removed once by process 0
     assert not (tmp_path / "two" / "checkpoints" / "last").exists()
 
 
+def test_a_checkpoint_of_two_processes_resumes_in_two_processes_and_in_one(
+        teacher_flags, one_process_teacher, tmp_path):
+    """Both processes are killed once the first evaluation's checkpoint is in place; the
+    same command resumes it as two processes, and a copy of the folder as one process of 4
+    devices; both end where the uninterrupted one-process run ends."""
+    killed = tmp_path / "killed"
+    last = killed / "checkpoints" / "last"
+    _joined([*teacher_flags, "--output-dir", str(killed)], tmp_path, name="killed",
+            until=last.is_dir)
+    assert _metric_steps(killed) == [5]
+    assert not (killed / "result.json").exists()
+    copy = tmp_path / "copy"
+    shutil.copytree(killed, copy)
+
+    said = _joined([*teacher_flags, "--output-dir", str(killed)], tmp_path, name="resumed")
+    assert f"teacher: resuming from {last} at step 5 of 11" in said[0], said[0][-3000:]
+    said = _run_processes([[SMAT, *teacher_flags, "--output-dir", str(copy)]], devices=4,
+                          tmp_path=tmp_path, name="one")
+    assert (f"teacher: resuming from {copy / 'checkpoints' / 'last'} at step 5 of 11"
+            in said[0]), said[0][-3000:]
+
+    reference = _params(one_process_teacher)
+    for folder in (killed, copy):
+        assert _largest_difference(_params(folder), reference) < TOLERANCE, folder
+        # the metrics log goes on from the checkpoint: no evaluation twice, none missing
+        assert _metric_steps(folder) == _metric_steps(one_process_teacher)
+
+
+def test_explain_over_two_processes_equals_one_process(one_process_teacher, tmp_path):
+    """`smat explain` of 14 texts in batches of 8 (the last one padded) over the joined
+    4-device mesh writes the one-process explanations: every row once, in order."""
+    words = ["a great film", "boring and slow", "truly awful acting , a waste of time",
+             "wonderful and moving", "dull mess", "a joy to watch , great fun",
+             "slow and boring story", "moving and wonderful story , truly great acting"]
+    texts = [" , ".join(words[i % 8: i % 8 + 1 + i % 3]) for i in range(14)]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    common = ["explain", "--model", str(one_process_teacher / "model"),
+              str(tmp_path / "texts.txt"), "--explainers", "gradient",
+              "integrated_gradients", "attention_rollout", "random", "--ig-steps", "4",
+              "--batch-size", "8", "--no-progress", "--no-compile-cache", "--devices", "4"]
+    _joined([*common, "--output-dir", str(tmp_path / "two")], tmp_path)
+    _run_processes([[SMAT, *common, "--output-dir", str(tmp_path / "one")]], devices=4,
+                   tmp_path=tmp_path, name="one")
+    two, one = (json.loads((tmp_path / name / "explanations.json").read_text())
+                for name in ("two", "one"))
+    assert [record["text"] for record in two] == [record["text"] for record in one] == texts
+    for a, b in zip(two, one, strict=True):
+        assert (a["tokens"], a["prediction"]) == (b["tokens"], b["prediction"])
+        assert abs(a["probability"] - b["probability"]) < TOLERANCE
+        assert a["scores"].keys() == b["scores"].keys()
+        for name in a["scores"]:
+            assert np.allclose(a["scores"][name], b["scores"][name], atol=TOLERANCE), name
+
+
 def test_two_processes_that_do_not_join_cannot_claim_the_joined_mesh(tiny_teacher_args,
                                                                      tmp_path):
-    """The check the test above rests on: without the coordinator a process has its own 2
+    """The check the tests above rest on: without the coordinator a process has its own 2
     devices, and `--devices 4` is refused."""
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     result = subprocess.run([SMAT, "train-teacher",

@@ -25,6 +25,7 @@ from smat.models.inference import (
     predict_logits,
     predictions_from_logits,
 )
+from smat.parallel import is_primary
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer
 from smat.store.explanation_file import file_texts, is_explanation_file, read_explanations
@@ -259,7 +260,8 @@ def write_explanations(explanations: Explanations, output_dir: str | Path, *,
     or the tokenizer's pieces with `word_pieces`); each record and caption carries the
     prediction and, for classification, its probability. Each explainer is drawn as its
     kind of scores says (`kinds`, by default :func:`smat.registry.score_kind` of its
-    name)."""
+    name). In a multi-process run process 0 alone writes (every process holds all rows:
+    :func:`explain_encoded` gathers them); every process returns the paths."""
     output_dir = Path(output_dir)
 
     def label(prediction) -> str:
@@ -275,13 +277,15 @@ def write_explanations(explanations: Explanations, output_dir: str | Path, *,
                 "scores": {name: [round(float(v), 6) for v in values[i][explanations.show[i]]]
                            for name, values in explanations.scores.items()}}
                for i, text in enumerate(texts)]
-    write_json_atomic(output_dir / "explanations.json", records)
     if kinds is None:
         kinds = {name: registry.score_kind(name) for name in explanations.scores}
-    render_html(output_dir / "explanations.html", explanations.tokens, explanations.scores,
-                show=explanations.show, word_pieces=word_pieces, kinds=kinds,
-                titles=[f"{r['text']}  (prediction: {r['prediction']}"
-                        + (f", probability {r['probability']:.2f})" if "probability" in r
-                           else ")") for r in records])
+    if is_primary():  # every process of a multi-process run holds every row: one writes
+        write_json_atomic(output_dir / "explanations.json", records)
+        render_html(output_dir / "explanations.html", explanations.tokens,
+                    explanations.scores, show=explanations.show, word_pieces=word_pieces,
+                    kinds=kinds,
+                    titles=[f"{r['text']}  (prediction: {r['prediction']}"
+                            + (f", probability {r['probability']:.2f})" if "probability" in r
+                               else ")") for r in records])
     return {"json": str(output_dir / "explanations.json"),
             "html": str(output_dir / "explanations.html")}

@@ -6,7 +6,8 @@ leaf, used to explain a mismatch before orbax sees it). It is written into a tem
 sibling directory and renamed into place, so a crash never leaves a half-written
 checkpoint under ``path``; overwriting swaps the old directory out only after the new
 one is complete. Restoring is exact (bit-for-bit) and can target an abstract pytree
-(e.g. ``nnx.state(nnx.eval_shape(...))``) to get the caller's container types back.
+(e.g. ``nnx.state(nnx.eval_shape(...))``) to get the caller's container types back, as
+uncommitted arrays that run on any devices, whatever process count wrote them.
 """
 
 from __future__ import annotations
@@ -180,7 +181,9 @@ def restore(path: str | Path, *, target: Any = None) -> Restored:
         ``nnx.State``) whose structure, shapes and dtypes the checkpoint must match.
 
     Returns:
-      :class:`Restored` ``(pytree, metadata)``.
+      :class:`Restored` ``(pytree, metadata)``; with a `target`, its arrays are uncommitted
+      on the default device (``jax.device_put`` of the values read), so they run on one
+      device or sharded over any mesh, in one process or several.
 
     Raises:
       FileNotFoundError: no checkpoint at ``path``.
@@ -191,11 +194,11 @@ def restore(path: str | Path, *, target: Any = None) -> Restored:
     path = _existing(path)
     if target is not None:
         _check_target(path, target)
-        # read onto this process's first device, whatever devices wrote it (a model
-        # trained over 8 GPUs loads on a laptop)
-        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        # read into this host's memory, whatever devices or processes wrote it (a model
+        # trained over 8 GPUs loads on a laptop): orbax restores a NumPy leaf as a NumPy
+        # array, here a view of one element that only gives the shape and dtype
         abstract = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=device), target)
+            lambda x: np.broadcast_to(np.empty((), x.dtype), np.shape(x)), target)
         state_args = ocp.args.StandardRestore(abstract)
     else:
         state_args = ocp.args.StandardRestore()
@@ -212,7 +215,13 @@ def restore(path: str | Path, *, target: Any = None) -> Restored:
         raise ValueError(f"the checkpoint {path} cannot be read, it is damaged or incomplete "
                          f"({reason}); retrain it (rerun the command that wrote it, with "
                          "--overwrite)")
-    return Restored(pytree=restored.state, metadata=restored.metadata)
+    pytree = restored.state
+    if target is not None:
+        # uncommitted on the default device, as fresh arrays are: a jitted computation takes
+        # them to the devices of its other inputs or of its mesh, over one process or
+        # several (arrays committed to one device of one process would meet neither)
+        pytree = jax.tree.map(jax.device_put, pytree)
+    return Restored(pytree=pytree, metadata=restored.metadata)
 
 
 def _drop_failed_reads() -> None:
