@@ -161,13 +161,14 @@ def smat_dynamics(config: PlantedConfig, records: Sequence[Mapping[str, Any]]
 def dynamics_table(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return ""
-    steps = list(rows[0]["informative_weight_median"])
+    # numeric order: a JSON file sorts these step keys as strings
+    steps = sorted(rows[0]["informative_weight_median"], key=int)
     table = []
     for r in rows:
         when = r["lost_informative_step_median"]
         table.append([
             r["arm"], " / ".join(f"{r['final_mass'][t]:.2f}" for t in TARGETS),
-            ", ".join(f"{v:.2f}" for v in r["informative_weight_median"].values()),
+            ", ".join(f"{r['informative_weight_median'][step]:.2f}" for step in steps),
             f"{r['lost_informative']}/{r['students']} "
             f"({'–' if when is None else int(when)}; {r['lost_informative_at_end']})",
             f"{r['test_informative_above_half']} ({r['above_half']}) / "
