@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from smat.markdown import markdown_table
+
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = """
 import sys, time
@@ -88,13 +90,14 @@ def measure(teacher: Path, repeats: int) -> dict:
 def startup_table(results: dict) -> str:
     """Markdown: per teacher, the held-out rows and a minimal evaluation, without and with
     the cache (medians)."""
-    lines = ["| teacher | held-out rows | rows: rebuilt / cached (s) | `smat faithfulness`: "
-             "no cache / cached (s) |", "|---|---|---|---|"]
-    for name, r in results["teachers"].items():
-        lines.append(f"| {name} | {r['rows']} | {r['rows_rebuilt_s']:.2f} / "
-                     f"{r['rows_cached_s']:.3f} ({r['rows_rebuilt_s'] / r['rows_cached_s']:.0f}x)"
-                     f" | {r['faithfulness_no_cache_s']:.1f} / {r['faithfulness_cached_s']:.1f} |")
-    return "\n".join(lines)
+    return markdown_table(
+        ["teacher", "held-out rows", "rows: rebuilt / cached (s)",
+         "`smat faithfulness`: no cache / cached (s)"],
+        [[name, r["rows"],
+          f"{r['rows_rebuilt_s']:.2f} / {r['rows_cached_s']:.3f} "
+          f"({r['rows_rebuilt_s'] / r['rows_cached_s']:.0f}x)",
+          f"{r['faithfulness_no_cache_s']:.1f} / {r['faithfulness_cached_s']:.1f}"]
+         for name, r in results["teachers"].items()])
 
 
 def main(argv: list[str] | None = None) -> None:
