@@ -10,10 +10,16 @@ student and teacher outputs on the test set; ``median [q25:q75]`` over 5 seeds.
 
 What smat has offline, and what that changes (stated in every table this file writes):
 
-- data: ``--data-dir`` (``data/mlqe_pe``) holds three of the paper's six pairs
-  (en-de, et-en, ro-en; 7,000 training pairs each). The texts are the post-editing
-  release's tokenized source / MT lines (the words the word-level tags of Table 6 refer
-  to) and the target is the DA ``z_mean`` of the same line.
+- data: ``--data-dir`` (``data/mlqe_pe``, the GitHub release) holds three of the paper's
+  six pairs (en-de, et-en, ro-en; 7,000 training pairs each). The texts are the
+  post-editing release's tokenized source / MT lines (the words the word-level tags of
+  Table 6 refer to) and the target is the DA ``z_mean`` of the same line. Without
+  ``--data-dir`` the cpu and smoke variants read en-de from the Hugging Face Hub (WMT20's
+  QE tasks 1 and 2, converted once into the data cache and checked to hold the same rows;
+  ``docs/datasets.md``). The Hub's word tags stop at dev (its test split is WMT20's blind
+  test set), so without a folder holding test20, which the students' test rows come from,
+  the run stops before any training with an error naming ``--data-dir``. The paper
+  variant always needs ``--data-dir``.
 - split: the teacher trains on every MLQE training pair (10% of them for its early
   stopping); the students' pool is the teacher's training rows
   (``StudentTrainConfig.student_pool = "teacher_train"``, the paper's protocol for this
@@ -56,7 +62,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smat.cli.experiment import command_runtime, parse_variant_args, variant_parser
+from smat.cli.experiment import (
+    command_runtime,
+    data_dir_or_hub,
+    parse_variant_args,
+    variant_parser,
+)
 from smat.data.mlqe import load_mlqe
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import ExperimentConfig, PaperTable, run_experiment
@@ -68,6 +79,12 @@ from smat.training.teacher import TeacherTrainConfig
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
 VARIANTS = ("paper", "cpu", "smoke")
+# The data set each variant reads when --data-dir is not given (smat.data.hub_sets): the Hub
+# holds en-de only, not the paper variant's three pairs.
+HUB_DATA = {"cpu": "mlqe_pe", "smoke": "mlqe_pe"}
+DATA_DIR_HELP = ("the MLQE-PE folder (holding direct-assessments/ and post-editing/, e.g. "
+                 "data/mlqe_pe); without it, the cpu and smoke variants read en-de from the "
+                 "Hugging Face Hub, converted once into the data cache")
 
 # Table 5 of the paper (MLQE-PE, six pairs, XLM-R-base), median [q25:q75] Pearson at
 # 2,100 / 4,200 / 8,400 students' training pairs.
@@ -196,15 +213,17 @@ def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
 def main(argv: Sequence[str] | None = None) -> None:
     # no --teacher: the experiment trains its own teacher on the MLQE-PE split it writes
     # (OUTPUT_DIR/teacher is reused when finished)
-    parser = variant_parser(__doc__, name="smat_table5_mlqe",
-                            variants=VARIANTS, data_dir_help="the MLQE-PE folder (holding "
-                            "direct-assessments/ and post-editing/, e.g. data/mlqe_pe)")
+    parser = variant_parser(__doc__, name="smat_table5_mlqe", variants=VARIANTS,
+                            data_dir_help=DATA_DIR_HELP)
     args = parse_variant_args(parser, argv)
-    if args.data_dir is None:
-        parser.error("--data-dir is required: the MLQE-PE folder (holding direct-assessments/ "
-                     "and post-editing/, e.g. data/mlqe_pe)")
+    if args.data_dir is None and args.variant not in HUB_DATA:
+        pairs = get_config(args.variant, output_dir=args.output_dir).pairs
+        parser.error(f"the {args.variant} variant reads {', '.join(pairs)} and the Hugging Face "
+                     "Hub holds en-de only: pass --data-dir, the MLQE-PE folder (holding "
+                     "direct-assessments/ and post-editing/, e.g. data/mlqe_pe)")
     with command_runtime(parser, driver=__file__):
-        summary = run(args.variant, data_dir=args.data_dir, output_dir=args.output_dir,
+        data_dir = data_dir_or_hub(args.data_dir, HUB_DATA.get(args.variant))
+        summary = run(args.variant, data_dir=data_dir, output_dir=args.output_dir,
                       progress=not args.no_progress)
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds_this_call']} s")

@@ -15,6 +15,12 @@ the students trained on); IG uses 10 steps as in the paper's appendix.
     python experiments/smat_table6_mlqe_plausibility.py --table5 runs/smat_table5_mlqe_cpu \\
         --data-dir data/mlqe_pe --output-dir runs/smat_table6_mlqe_cpu
 
+``--data-dir`` is the MLQE-PE folder the Table 5 run read; without it, en-de from the
+Hugging Face Hub (converted once into the data cache, ``docs/datasets.md``). The Hub's
+word tags stop at dev (its test split is WMT20's blind test set), so without a folder
+holding test20's tags the run stops with an error naming ``--data-dir`` (the GitHub
+release).
+
 ``--num-examples N`` scores the first N translations with errors of each pair (default:
 all). Writes ``table.md`` and ``results.json`` (each side's plausibility report and
 oracle per pair).
@@ -28,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from smat.cli.experiment import command_runtime, earlier_run_file
+from smat.cli.experiment import command_runtime, data_dir_or_hub, earlier_run_file
 from smat.data.mlqe import load_mlqe
 from smat.jobs.explain import ExplainConfig
 from smat.jobs.plausibility import head_plausibility, plausibility_report
@@ -121,8 +127,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--table5", required=True,
                         help="a finished smat_table5_mlqe.py output folder")
-    parser.add_argument("--data-dir", required=True,
-                        help="the MLQE-PE folder (direct-assessments/ and post-editing/)")
+    parser.add_argument("--data-dir", default=None,
+                        help="the MLQE-PE folder (direct-assessments/ and post-editing/); "
+                             "without it, en-de from the Hugging Face Hub, converted once "
+                             "into the data cache")
     parser.add_argument("--output-dir", default="runs/smat_table6_mlqe")
     parser.add_argument("--num-examples", type=int, default=None,
                         help="score the first N translations with errors of each pair")
@@ -131,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.num_examples is not None and args.num_examples < 1:
         parser.error(f"--num-examples must be >= 1, got {args.num_examples}")
     with command_runtime(parser, driver=__file__, resumes=False):
-        summary = run(args.table5, args.data_dir, output_dir=args.output_dir,
+        summary = run(args.table5, data_dir_or_hub(args.data_dir, "mlqe_pe"),
+                      output_dir=args.output_dir,
                       num_examples=args.num_examples, batch_size=args.batch_size)
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds']} s")

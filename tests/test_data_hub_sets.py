@@ -8,10 +8,22 @@ import datasets
 import numpy as np
 import pytest
 
-from smat.data import load_dataset, load_eraser
-from smat.data.hub_sets import HUB_SETS, hub_data_dir
+from smat.data import load_dataset, load_eraser, load_mlqe
+from smat.data.hub_sets import HUB_SETS, hub_data_dir, load_hub, mirror_name
 
 SENTENCES = ("a gripping , funny film", 'it\'s "bad" -- really bad', "the plot wanders")
+# MLQE-PE rows: (raw en, Moses-tokenized en, raw de, tokenized de), as WMT20's task 1 (raw)
+# and task 2 (tokenized, Moses' escapes and @-@ hyphens) hold them
+MLQE_ROWS = (
+    ('The "Hello-world" program isn\'t hard.',
+     "The &quot; Hello @-@ world &quot; program isn &apos;t hard .",
+     'Das "Hallo-Welt" Programm ist nicht schwer.',
+     "Das &quot; Hallo @-@ Welt &quot; Programm ist nicht schwer ."),
+    ("Prices rose 5% in [2019] | again.", "Prices rose 5 % in &#91; 2019 &#93; &#124; again .",
+     "Die Preise stiegen 2019 um 5%.", "Die Preise stiegen 2019 um 5 % ."),
+    ("Tom & Jerry ran.", "Tom &amp; Jerry ran .", "Tom & Jerry liefen.",
+     "Tom &amp; Jerry liefen ."),
+)
 
 
 def _save(mirror, hub_id, splits):
@@ -20,6 +32,68 @@ def _save(mirror, hub_id, splits):
 
 def _sentiment(names=("negative", "positive")):
     return datasets.ClassLabel(names=list(names))
+
+
+def _mlqe_bad(row, words):
+    """Which of a template row's `words` are BAD in the synthetic tags (varies by row)."""
+    return [(word + row) % 3 == 0 for word in range(words)]
+
+
+def _mlqe_z_mean(row):
+    return round(0.25 * row - 0.4, 2)
+
+
+def _mlqe_split(rows, *, task2_rows=None, blind=False):
+    """Task 1 and task 2 of WMT20's QE on the Hub (their schemas) for the template `rows`
+    (task 2 may hold other rows: a misaligned copy); `blind`: the shared task's blind test,
+    whose task-2 tags are empty and task-1 scores -10,000 as the Hub's loading scripts fill
+    them."""
+    tag = datasets.ClassLabel(names=["BAD", "OK"])
+    task1 = datasets.Features({
+        "segid": datasets.Value("int32"), "translation": datasets.Translation(("en", "de")),
+        "scores": datasets.Sequence(datasets.Value("float32")),
+        "mean": datasets.Value("float32"),
+        "z_scores": datasets.Sequence(datasets.Value("float32")),
+        "z_mean": datasets.Value("float32"), "model_score": datasets.Value("float32"),
+        "doc_id": datasets.Value("string"), "nmt_output": datasets.Value("string"),
+        "word_probas": datasets.Sequence(datasets.Value("float32"))})
+    task2 = datasets.Features({
+        "translation": datasets.Translation(("en", "de")),
+        "src_tags": datasets.Sequence(tag), "mt_tags": datasets.Sequence(tag),
+        "pe": datasets.Value("string"), "hter": datasets.Value("float32"),
+        "alignments": datasets.Sequence(datasets.Sequence(datasets.Value("int32")))})
+    first = datasets.Dataset.from_dict({
+        "segid": list(range(len(rows))),
+        "translation": [{"en": MLQE_ROWS[r][0], "de": MLQE_ROWS[r][2]} for r in rows],
+        "scores": [[] if blind else [70.0, 80.0, 90.0] for _ in rows],
+        "mean": [-10_000 if blind else 80.0 for _ in rows],
+        "z_scores": [[] if blind else [0.5, -0.25, 0.125] for _ in rows],
+        "z_mean": [-10_000 if blind else _mlqe_z_mean(r) for r in rows],
+        "model_score": [-10_000 if blind else -0.3 for _ in rows],
+        "doc_id": ["doc" for _ in rows], "nmt_output": [MLQE_ROWS[r][2] for r in rows],
+        "word_probas": [[-0.1] for _ in rows]}, features=task1)
+    second_rows = rows if task2_rows is None else task2_rows
+    src_tags, mt_tags = [], []
+    for r in second_rows:
+        src_words, mt_words = len(MLQE_ROWS[r][1].split()), len(MLQE_ROWS[r][3].split())
+        src_tags.append([0 if bad else 1 for bad in _mlqe_bad(r, src_words)])
+        # every gap BAD (a word missing there), so a gap read as a word shows
+        mt_tags.append([0] + [t for bad in _mlqe_bad(r + 1, mt_words) for t in (1 - bad, 0)])
+    second = datasets.Dataset.from_dict({
+        "translation": [{"en": MLQE_ROWS[r][1], "de": MLQE_ROWS[r][3]} for r in second_rows],
+        "src_tags": [[] for _ in second_rows] if blind else src_tags,
+        "mt_tags": [[] for _ in second_rows] if blind else mt_tags,
+        "pe": ["" if blind else MLQE_ROWS[r][3] for r in second_rows],
+        "hter": [-10_000 if blind else 0.2 for _ in second_rows],
+        "alignments": [[[0, 0]] for _ in second_rows]}, features=task2)
+    return first, second
+
+
+def _save_mlqe(root, splits):
+    """The two WMT20 QE tasks (config en-de) in `root` from {split: (task1, task2)}."""
+    for index, hub_id in enumerate(("wmt/wmt20_mlqe_task1", "wmt/wmt20_mlqe_task2")):
+        datasets.DatasetDict({split: pair[index] for split, pair in splits.items()}) \
+            .save_to_disk(str(root / mirror_name(hub_id, "en-de")))
 
 
 @pytest.fixture
@@ -51,6 +125,8 @@ def mirror(tmp_path):
     _save(root, "eraser-benchmark/movie_rationales", {
         split: datasets.Dataset.from_dict(review, features=movies)
         for split in ("train", "validation", "test")})
+    _save_mlqe(root, {"train": _mlqe_split([0, 1, 2]), "validation": _mlqe_split([2, 0]),
+                      "test": _mlqe_split([1, 2], blind=True)})
     return root
 
 
@@ -82,6 +158,73 @@ def test_movie_rationales_become_eraser_spans_over_the_review_words(mirror, tmp_
     assert np.asarray(loaded.word_masks[0]).sum() == 3
 
 
+def test_mlqe_pe_becomes_the_release_layout_with_both_tasks_rows(mirror, tmp_path):
+    folder = hub_data_dir("mlqe_pe", cache=tmp_path / "cache", mirror=mirror)
+    for split, rows in (("train", [0, 1, 2]), ("dev", [2, 0])):
+        loaded = load_mlqe(folder, split=split)
+        # the tokenized texts the tags refer to, the DA z_mean of the same row
+        assert loaded.data.texts == tuple(MLQE_ROWS[r][1] for r in rows)
+        assert loaded.data.text_pairs == tuple(MLQE_ROWS[r][3] for r in rows)
+        np.testing.assert_allclose(loaded.data.labels, [_mlqe_z_mean(r) for r in rows],
+                                   atol=1e-6)
+        for r, src, mt in zip(rows, loaded.word_masks, loaded.pair_word_masks, strict=True):
+            assert src.tolist() == _mlqe_bad(r, len(MLQE_ROWS[r][1].split()))
+            assert mt.tolist() == _mlqe_bad(r + 1, len(MLQE_ROWS[r][3].split()))
+        # the raw DA texts are task 1's, the raw mean its own column
+        raw = load_mlqe(folder, split=split, score="mean", word_tags=False)
+        assert raw.data.texts == tuple(MLQE_ROWS[r][0] for r in rows)
+        assert raw.data.labels.tolist() == [80.0] * len(rows)
+    tags = (folder / "post-editing" / "en-de" / "train" / "train.tags").read_text().split("\n")
+    assert tags[0].split()[:3] == ["BAD", "OK", "BAD"]  # gap, word, gap: gaps kept
+    header = (folder / "direct-assessments" / "en-de" / "dev" / "dev.ende.df.short.tsv") \
+        .read_text().split("\n")[:2]
+    assert header[0].split("\t") == ["index", "original", "translation", "scores", "mean",
+                                     "z_scores", "z_mean", "model_scores"]
+    assert header[1].split("\t")[3:] == ["[70.0, 80.0, 90.0]", "80.0", "[0.5, -0.25, 0.125]",
+                                         "0.1", "-0.3"]
+
+
+def test_a_blind_mlqe_split_is_left_out_and_refused_by_name(mirror, tmp_path):
+    folder = hub_data_dir("mlqe_pe", cache=tmp_path / "cache", mirror=mirror)
+    assert not list(folder.glob("*/en-de/test"))
+    notes = json.loads((folder / "hub_notes.json").read_text())
+    assert set(notes["left_out"]["en-de"]) == {"test"}
+    for split in ("test", "test20"):
+        with pytest.raises(FileNotFoundError, match=r"en-de test(20)?: the Hugging Face Hub copy "
+                           r".* has no labels/tags for this split .*wmt20_mlqe_task2 has no "
+                           r"word tags.*--data-dir with the GitHub release \(sheffieldnlp/"):
+            load_mlqe(folder, split=split)
+    with pytest.raises(FileNotFoundError, match="Hub copy .* holds en-de only; pass --data-dir"):
+        load_mlqe(folder, language_pairs=["en-de", "ro-en"], split="train")
+
+
+def test_mlqe_tasks_in_different_row_orders_are_refused(mirror, tmp_path):
+    # one row in 20 that differs is tolerated (a tokenization not undone exactly) ...
+    rows = [i % 3 for i in range(20)]
+    _save_mlqe(mirror, {"train": _mlqe_split(rows, task2_rows=[*rows[:7], 0, *rows[8:]]),
+                        "validation": _mlqe_split([2, 0]),
+                        "test": _mlqe_split([1, 2], blind=True)})
+    folder = hub_data_dir("mlqe_pe", cache=tmp_path / "cache", mirror=mirror)
+    assert len(load_mlqe(folder, split="train")) == 20
+    # ... a shuffled task 2 is not
+    _save_mlqe(mirror, {"train": _mlqe_split([0, 1, 2], task2_rows=[1, 2, 0]),
+                        "validation": _mlqe_split([2, 0]),
+                        "test": _mlqe_split([1, 2], blind=True)})
+    with pytest.raises(ValueError, match=r"MLQE-PE train: only 0.0% of the rows .* row 0: "
+                       r"'The \"Hello-world\" program isn\\'t hard.' vs 'Prices rose 5 %"):
+        hub_data_dir("mlqe_pe", cache=tmp_path / "other", mirror=mirror)
+    assert not (tmp_path / "other" / "mlqe_pe" / ".complete").exists()
+
+
+def test_a_hub_id_with_a_config_has_its_own_mirror_folder(mirror, tmp_path):
+    assert mirror_name("stanfordnlp/sst2") == "stanfordnlp__sst2"
+    assert mirror_name("wmt/wmt20_mlqe_task1", "en-de") == "wmt__wmt20_mlqe_task1__en-de"
+    assert len(load_hub("wmt/wmt20_mlqe_task1", "en-de", mirror=mirror)["validation"]) == 2
+    with pytest.raises(FileNotFoundError, match=r"no wmt__wmt20_mlqe_task1__et-en/ \(save "
+                       r"datasets.load_dataset\('wmt/wmt20_mlqe_task1', 'et-en'\)"):
+        load_hub("wmt/wmt20_mlqe_task1", "et-en", mirror=mirror)
+
+
 def test_a_finished_folder_is_reused_without_the_hub(mirror, tmp_path):
     hub_data_dir("imdb_maas", cache=tmp_path / "cache", mirror=mirror)
     stamp = (tmp_path / "cache" / "imdb_maas" / "test.jsonl.gz").stat().st_mtime_ns
@@ -104,4 +247,4 @@ def test_bad_names_mirrors_and_evidence_are_refused(mirror, tmp_path):
         for split in ("train", "validation", "test")})
     with pytest.raises(ValueError, match="train row 0: evidence 'not there' is not in"):
         hub_data_dir("eraser_movies", cache=tmp_path / "third", mirror=mirror)
-    assert set(HUB_SETS) == {"sst2_glue", "imdb_maas", "eraser_movies"}
+    assert set(HUB_SETS) == {"sst2_glue", "imdb_maas", "eraser_movies", "mlqe_pe"}

@@ -18,6 +18,7 @@ import smat_table6_mlqe_plausibility  # noqa: E402
 
 from smat.data.mlqe import load_mlqe  # noqa: E402
 from tests.helpers import write_synthetic_mlqe  # noqa: E402
+from tests.test_data_hub_sets import _mlqe_split, _save_mlqe  # noqa: E402
 
 
 def test_pair_files_hold_train_and_the_held_out_dev_and_test_pairs(tmp_path):
@@ -46,6 +47,37 @@ def test_variants_follow_the_paper_design():
         smat_table5_mlqe.get_config("gpu", output_dir="out")
     with pytest.raises(SystemExit):  # the teacher is the experiment's own
         smat_table5_mlqe.main(["--data-dir", "x", "--teacher", "t"])
+
+
+def test_without_data_dir_mlqe_is_read_from_the_hub_and_a_blind_split_stops_the_run(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SMAT_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SMAT_HUB_MIRROR", str(tmp_path / "mirror"))
+    # the Hub holds en-de only: the paper variant's three pairs need a folder
+    with pytest.raises(SystemExit) as stopped:
+        smat_table5_mlqe.main(["--variant", "paper", "--output-dir", str(tmp_path / "out")])
+    assert stopped.value.code == 2
+    assert "reads en-de, et-en, ro-en and the Hugging Face Hub holds en-de only: pass " \
+        "--data-dir" in capsys.readouterr().err
+    # no Hub (an empty mirror): the usual advice, from both drivers
+    for main, argv in ((smat_table5_mlqe.main, ["--variant", "cpu"]),
+                       (smat_table6_mlqe_plausibility.main, ["--table5", str(tmp_path)])):
+        with pytest.raises(SystemExit) as stopped:
+            main([*argv, "--output-dir", str(tmp_path / "out")])
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and "Traceback" not in err
+        assert "no --data-dir and mlqe_pe could not be read from the Hugging Face Hub" in err
+    # the Hub's copy (train and dev tagged, test blind) stops Table 5 at test20, untrained
+    _save_mlqe(tmp_path / "mirror", {"train": _mlqe_split([0, 1, 2]),
+                                     "validation": _mlqe_split([2, 0]),
+                                     "test": _mlqe_split([1, 2], blind=True)})
+    with pytest.raises(SystemExit) as stopped:
+        smat_table5_mlqe.main(["--variant", "cpu", "--output-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert "en-de test: the Hugging Face Hub copy in " in err
+    assert "pass --data-dir with the GitHub release (sheffieldnlp/mlqe-pe" in err
+    assert not (tmp_path / "out" / "teacher").exists()
 
 
 @pytest.mark.slow

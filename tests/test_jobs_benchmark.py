@@ -59,7 +59,7 @@ def test_every_column_equals_its_own_commands_number(trained, report):
         assert row["leakage"]["mean"] == pytest.approx(
             leakage["explainers"][name]["accuracy"])
         assert row["seconds"]["run"] > 0 and row["seconds"]["compile"] >= 0
-    # the sanity command runs every row per call, the benchmark fewer: the same numbers
+    # the benchmark reuses its own explanations of the trained model: the same numbers
     assert result["explainers"]["gradient"]["randomization_similarity"]["mean"] == (
         pytest.approx(sanity["explainers"]["gradient"]["spearman_abs"][-1]["mean"], abs=1e-5))
     names = agreement["metrics"]["spearman"]["names"]

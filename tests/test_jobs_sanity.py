@@ -69,6 +69,23 @@ def test_the_family_path_explains_step_zero_like_explain_data(trained):
         np.testing.assert_allclose(scores[name][:, 0], plain[name], rtol=1e-5, atol=1e-6)
 
 
+def test_given_trained_explanations_replace_step_zero(trained):
+    data = held_out_split(trained, num_examples=6)
+    config = SanityConfig(mode="full", explain=ExplainConfig(explainers=("gradient",)))
+    own = explain_data(trained, data, config.explain).scores
+    full = sanity_report(trained, data, config)["explainers"]["gradient"]
+    reused = sanity_report(trained, data, config, trained_scores=own)["explainers"]["gradient"]
+    for similarity in ("spearman", "spearman_abs", "top_k"):
+        for step, point in enumerate(reused[similarity]):
+            assert point["mean"] == pytest.approx(full[similarity][step]["mean"], abs=1e-6)
+    # the given scores are what the randomized step is compared with
+    flipped = sanity_report(trained, data, config, trained_scores={"gradient": -own["gradient"]})
+    assert flipped["explainers"]["gradient"]["spearman"][-1]["mean"] == pytest.approx(
+        -full["spearman"][-1]["mean"], abs=1e-6)
+    with pytest.raises(ValueError, match=r"trained_scores lacks the explainers \['gradient'\]"):
+        sanity_report(trained, data, config, trained_scores={})
+
+
 def test_bad_settings_raise(trained, tmp_path):
     with pytest.raises(ValueError, match="mode must be one of"):
         SanityConfig(mode="random", explain=ExplainConfig(explainers=("gradient",)))

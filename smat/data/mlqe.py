@@ -11,12 +11,15 @@ Folder layout (the v2.0.0 release, one folder per language pair and split):
 
 with <split>/<prefix> = train/train, dev/dev, test/test20. The regression target is the DA
 score: `z_mean` (the per-annotator z-normalized mean, the standard sentence-level QE target
-and the default) or `mean` (raw 0-100 mean).
+and the default) or `mean` (raw 0-100 mean). A folder converted from the Hugging Face Hub
+(:mod:`smat.data.hub_sets`) also holds `hub_notes.json`, which names the pairs and splits
+the Hub copy has no labels for.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +32,9 @@ SPLITS = {"train": ("train", "train"), "dev": ("dev", "dev"), "validation": ("de
           "test": ("test", "test20"), "test20": ("test", "test20")}
 SCORES = ("z_mean", "mean")
 _TAGS = {"OK": False, "BAD": True}
+# In a folder converted from the Hub: {"language_pairs": [...], "left_out": {pair: {split
+# folder: why}}}, so a split the Hub has no labels for is refused as such, not as a missing file.
+HUB_NOTES = "hub_notes.json"
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -64,11 +70,32 @@ def _read_da(path: Path, score: str) -> tuple[list[str], list[str], list[float]]
             [r[score] for r in rows])
 
 
+def _hub_refusal(data_dir: Path, lp: str, split: str) -> str | None:
+    """Why a folder converted from the Hub lacks `lp`'s `split` (one line naming the GitHub
+    release to use instead), or None for any other folder or split."""
+    notes_path = data_dir / HUB_NOTES
+    if not notes_path.is_file():
+        return None
+    notes = json.loads(notes_path.read_text(encoding="utf-8"))
+    pairs = notes.get("language_pairs", [])
+    if lp not in pairs:
+        why = f"holds {', '.join(pairs)} only"
+    else:
+        reason = notes.get("left_out", {}).get(lp, {}).get(SPLITS[split][0])
+        if reason is None:
+            return None
+        why = f"has no labels/tags for this split ({reason})"
+    return (f"MLQE-PE {lp} {split}: the Hugging Face Hub copy in {data_dir} {why}; pass "
+            f"--data-dir with the GitHub release (sheffieldnlp/mlqe-pe, docs/datasets.md)")
+
+
 def _load_pair(data_dir: Path, lp: str, split: str, score: str,
                word_tags: bool) -> tuple[list[str], list[str], list, list, list, list[str]]:
     folder, prefix = SPLITS[split]
     da_path = (data_dir / "direct-assessments" / lp / folder
                / f"{prefix}.{lp.replace('-', '')}.df.short.tsv")
+    if not da_path.is_file() and (refusal := _hub_refusal(data_dir, lp, split)) is not None:
+        raise FileNotFoundError(refusal)
     src, mt, targets = _read_da(da_path, score)
     ids = [f"{lp}/{prefix}/{i}" for i in range(len(src))]
     if not word_tags:
@@ -128,7 +155,8 @@ def load_mlqe(
       "<pair>/<prefix>/<line>".
 
     Raises:
-      FileNotFoundError: a file of the layout is missing.
+      FileNotFoundError: a file of the layout is missing, or (in a folder converted from the
+        Hub) a pair or split the Hub has no labels for.
       ValueError: unknown split / score, a missing column, an empty file, non-aligned files,
         or tags that do not match the words.
     """

@@ -17,6 +17,7 @@ nearly as it was, and then a faithful explanation should stay too).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +130,30 @@ def _model_change(trained: model_store.TrainedModel, data: Encoded,
                                    for p in probs]}
 
 
+def _step_scores(trained: model_store.TrainedModel, data: Encoded, family: RandomizedFamily,
+                 explain: ExplainConfig, names: list[str],
+                 trained_scores: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    """(N, steps, T) scores per explainer; step 0 (the trained model) from `trained_scores`
+    when given, so that only the randomized steps are explained."""
+    if trained_scores is None:
+        return family_explanations(trained, data, family.params, explain)
+    missing = sorted(set(names) - set(trained_scores))
+    if missing:
+        raise ValueError(f"trained_scores lacks the explainers {missing}")
+    randomized = jax.tree_util.tree_map(lambda leaf: leaf[1:], family.params)
+    rest = family_explanations(trained, data, randomized, explain)
+    return {name: np.concatenate([np.asarray(trained_scores[name])[:, None], rest[name]],
+                                 axis=1) for name in names}
+
+
 def sanity_report(trained: model_store.TrainedModel, data: Encoded, config: SanityConfig,
-                  *, plot_path: str | Path | None = None) -> dict[str, Any]:
+                  *, plot_path: str | Path | None = None,
+                  trained_scores: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Similarity of each randomized step's explanations to the trained model's.
+
+    `trained_scores` (explainer -> (N, T) scores of the trained model on these rows, of the
+    class it predicts, as :func:`smat.jobs.explain.explain_data` gives them) spares
+    explaining the trained model again: only the randomized steps are explained.
 
     Returns:
       ``{"mode", "steps" (labels), "randomized" (S x L), "head", "seed", "top_k",
@@ -146,7 +168,7 @@ def sanity_report(trained: model_store.TrainedModel, data: Encoded, config: Sani
     family = randomized_family(trained.model, mode=config.mode, depth=config.depth,
                                blocks=config.blocks, head=config.head, seed=config.seed)
     names = [str(e) for e in config.explain.explainers]
-    scores = family_explanations(trained, data, family.params, config.explain)
+    scores = _step_scores(trained, data, family, config.explain, names, trained_scores)
     show = (data.attention_mask != 0) & ~data.special_tokens_mask
     report: dict[str, Any] = {
         "mode": config.mode, "steps": list(family.labels),
