@@ -176,6 +176,7 @@ from smat.data.protocol import DataConfig
 from smat.evaluation import DEFAULT_BINS, average_precision, num_tokens_per_bin, token_f1
 from smat.jobs.benchmark import BenchmarkConfig, benchmark_report, benchmark_table
 from smat.jobs.explain import ExplainConfig, explain_data
+from smat.markdown import markdown_table
 from smat.models import functional
 from smat.models.inference import map_batches
 from smat.store import model_store
@@ -418,6 +419,35 @@ def report_phases(notes: list[tuple[float, str]]) -> dict[str, float]:
     marks = [(t, note) for t, note in notes if note.startswith(("explaining", "evaluating"))]
     ends = [t for t, _ in marks[1:]] + [notes[-1][0]]
     return {note: round(end - t, 3) for (t, note), end in zip(marks, ends, strict=True)}
+
+
+def timing_table(summary: dict) -> str:
+    """Markdown: where each side's whole-report seconds go (a committed summary's timing)."""
+    phases = summary["smat_seconds_by_phase (last run)"]
+
+    def phase(prefix: str) -> float:
+        return sum(t for name, t in phases.items() if name.startswith(prefix))
+
+    shared = summary["smat_shared_measures_seconds (explaining and faithfulness phases)"]
+    ferret = summary["ferret_seconds"]
+    rows = [
+        ("ferret: `Benchmark.explain` + `evaluate_explanations`, every text",
+         f"{ferret:.0f}", "1.00"),
+        ("smat: the whole `benchmark_report`", f"{summary['smat_seconds']:.0f}",
+         f"{summary['ratio']:.2f}"),
+        ("smat: explaining (the five explainers)", f"{phase('explaining'):.0f}", ""),
+        *[(f"&nbsp;&nbsp;{name}", f"{seconds['run']:.0f}", "")
+          for name, seconds in summary["smat_seconds_by_explainer"].items()],
+        ("smat: comprehensiveness + sufficiency", f"{phase('evaluating faithfulness'):.0f}",
+         ""),
+        ("smat: the measures ferret has (explaining + faithfulness)", f"{shared:.0f}",
+         f"{ferret / shared:.2f}"),
+        ("smat: randomization similarity (every explainer again on the re-initialised "
+         "model)", f"{phase('evaluating sanity'):.0f}", ""),
+        ("smat: leakage + agreement",
+         f"{phase('evaluating leakage') + phase('evaluating agreement'):.1f}", ""),
+    ]
+    return markdown_table(("part of the report", "seconds", "ferret / smat"), rows)
 
 
 # ------------------------------------------------------------------ cross-checks

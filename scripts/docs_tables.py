@@ -89,6 +89,14 @@ def benchmark_default() -> str:
     return benchmark_table(_json("docs/results/benchmark_default/benchmark.json")) + "\n"
 
 
+def benchmark_vs_ferret() -> str:
+    """Where the whole report's seconds go, smat against ferret, from the committed run."""
+    import benchmark_vs_ferret
+
+    return benchmark_vs_ferret.timing_table(
+        _json("benchmarks/results/benchmark_vs_ferret.json")) + "\n"
+
+
 def _pair(records: list[dict], candidate: str, baseline: str, *, metric: str = "accuracy"
           ) -> str:
     """Medians and the paired comparison over seeds of two settings' students."""
@@ -138,6 +146,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "demo-timing": demo_timing,
     "demo-candidates": demo_candidates,
     "run-footprint": run_footprint,
+    "benchmark-vs-ferret": benchmark_vs_ferret,
     "evaluation-startup": evaluation_startup,
     "benchmark-demo": benchmark_demo,
     "benchmark-default": benchmark_default,

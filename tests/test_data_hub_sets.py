@@ -43,11 +43,11 @@ def _mlqe_z_mean(row):
     return round(0.25 * row - 0.4, 2)
 
 
-def _mlqe_split(rows, *, task2_rows=None, blind=False):
+def _mlqe_split(rows, *, task2_rows=None, blind=False, untagged=False):
     """Task 1 and task 2 of WMT20's QE on the Hub (their schemas) for the template `rows`
-    (task 2 may hold other rows: a misaligned copy); `blind`: the shared task's blind test,
-    whose task-2 tags are empty and task-1 scores -10,000 as the Hub's loading scripts fill
-    them."""
+    (task 2 may hold other rows: a misaligned copy); `untagged`: the Hub's test split, whose
+    task-2 tags are empty (WMT20's blind word-level test set, as the Hub's loading script
+    fills it); `blind`: task 1's scores are -10,000 too."""
     tag = datasets.ClassLabel(names=["BAD", "OK"])
     task1 = datasets.Features({
         "segid": datasets.Value("int32"), "translation": datasets.Translation(("en", "de")),
@@ -81,10 +81,10 @@ def _mlqe_split(rows, *, task2_rows=None, blind=False):
         mt_tags.append([0] + [t for bad in _mlqe_bad(r + 1, mt_words) for t in (1 - bad, 0)])
     second = datasets.Dataset.from_dict({
         "translation": [{"en": MLQE_ROWS[r][1], "de": MLQE_ROWS[r][3]} for r in second_rows],
-        "src_tags": [[] for _ in second_rows] if blind else src_tags,
-        "mt_tags": [[] for _ in second_rows] if blind else mt_tags,
-        "pe": ["" if blind else MLQE_ROWS[r][3] for r in second_rows],
-        "hter": [-10_000 if blind else 0.2 for _ in second_rows],
+        "src_tags": [[] for _ in second_rows] if blind or untagged else src_tags,
+        "mt_tags": [[] for _ in second_rows] if blind or untagged else mt_tags,
+        "pe": ["" if blind or untagged else MLQE_ROWS[r][3] for r in second_rows],
+        "hter": [-10_000 if blind or untagged else 0.2 for _ in second_rows],
         "alignments": [[[0, 0]] for _ in second_rows]}, features=task2)
     return first, second
 
@@ -126,7 +126,7 @@ def mirror(tmp_path):
         split: datasets.Dataset.from_dict(review, features=movies)
         for split in ("train", "validation", "test")})
     _save_mlqe(root, {"train": _mlqe_split([0, 1, 2]), "validation": _mlqe_split([2, 0]),
-                      "test": _mlqe_split([1, 2], blind=True)})
+                      "test": _mlqe_split([1, 2], untagged=True)})
     return root
 
 
@@ -184,16 +184,41 @@ def test_mlqe_pe_becomes_the_release_layout_with_both_tasks_rows(mirror, tmp_pat
                                          "0.1", "-0.3"]
 
 
+def test_the_untagged_test_split_has_texts_and_scores_and_its_tags_are_refused(mirror,
+                                                                              tmp_path):
+    folder = hub_data_dir("mlqe_pe", cache=tmp_path / "cache", mirror=mirror)
+    assert not list(folder.glob("post-editing/en-de/test/*tags"))
+    notes = json.loads((folder / "hub_notes.json").read_text())
+    assert notes["left_out"]["en-de"] == {} and set(notes["untagged"]["en-de"]) == {"test"}
+    # sentence-level work reads its tokenized texts and DA scores (Table 5) ...
+    loaded = load_mlqe(folder, split="test20", word_tags=False, texts="tokenized")
+    assert loaded.data.texts == (MLQE_ROWS[1][1], MLQE_ROWS[2][1])
+    np.testing.assert_allclose(loaded.data.labels, [_mlqe_z_mean(1), _mlqe_z_mean(2)],
+                               atol=1e-6)
+    assert loaded.word_masks is None
+    # ... word-level work is told why there are no tags (Table 6)
+    with pytest.raises(FileNotFoundError, match=r"en-de test: the Hugging Face Hub copy .* has "
+                       r"no word tags for this split .*wmt20_mlqe_task2 has no word tags.*"
+                       r"--data-dir with the GitHub release \(sheffieldnlp/"):
+        load_mlqe(folder, split="test")
+    with pytest.raises(ValueError, match="word tags refer to the tokenized texts"):
+        load_mlqe(folder, split="train", texts="raw")
+    with pytest.raises(ValueError, match="unknown MLQE-PE texts 'words'"):
+        load_mlqe(folder, split="train", texts="words")
+
+
 def test_a_blind_mlqe_split_is_left_out_and_refused_by_name(mirror, tmp_path):
+    _save_mlqe(mirror, {"train": _mlqe_split([0, 1, 2]), "validation": _mlqe_split([2, 0]),
+                        "test": _mlqe_split([1, 2], blind=True)})
     folder = hub_data_dir("mlqe_pe", cache=tmp_path / "cache", mirror=mirror)
     assert not list(folder.glob("*/en-de/test"))
     notes = json.loads((folder / "hub_notes.json").read_text())
     assert set(notes["left_out"]["en-de"]) == {"test"}
     for split in ("test", "test20"):
         with pytest.raises(FileNotFoundError, match=r"en-de test(20)?: the Hugging Face Hub copy "
-                           r".* has no labels/tags for this split .*wmt20_mlqe_task2 has no "
-                           r"word tags.*--data-dir with the GitHub release \(sheffieldnlp/"):
-            load_mlqe(folder, split=split)
+                           r".* has no labels/tags for this split .*wmt20_mlqe_task1 has no "
+                           r"DA scores.*--data-dir with the GitHub release \(sheffieldnlp/"):
+            load_mlqe(folder, split=split, word_tags=False)
     with pytest.raises(FileNotFoundError, match="Hub copy .* holds en-de only; pass --data-dir"):
         load_mlqe(folder, language_pairs=["en-de", "ro-en"], split="train")
 
@@ -203,13 +228,13 @@ def test_mlqe_tasks_in_different_row_orders_are_refused(mirror, tmp_path):
     rows = [i % 3 for i in range(20)]
     _save_mlqe(mirror, {"train": _mlqe_split(rows, task2_rows=[*rows[:7], 0, *rows[8:]]),
                         "validation": _mlqe_split([2, 0]),
-                        "test": _mlqe_split([1, 2], blind=True)})
+                        "test": _mlqe_split([1, 2], untagged=True)})
     folder = hub_data_dir("mlqe_pe", cache=tmp_path / "cache", mirror=mirror)
     assert len(load_mlqe(folder, split="train")) == 20
     # ... a shuffled task 2 is not
     _save_mlqe(mirror, {"train": _mlqe_split([0, 1, 2], task2_rows=[1, 2, 0]),
                         "validation": _mlqe_split([2, 0]),
-                        "test": _mlqe_split([1, 2], blind=True)})
+                        "test": _mlqe_split([1, 2], untagged=True)})
     with pytest.raises(ValueError, match=r"MLQE-PE train: only 0.0% of the rows .* row 0: "
                        r"'The \"Hello-world\" program isn\\'t hard.' vs 'Prices rose 5 %"):
         hub_data_dir("mlqe_pe", cache=tmp_path / "other", mirror=mirror)

@@ -16,9 +16,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 import smat_table5_mlqe  # noqa: E402
 import smat_table6_mlqe_plausibility  # noqa: E402
 
+from smat.data.hub_sets import hub_data_dir  # noqa: E402
 from smat.data.mlqe import load_mlqe  # noqa: E402
 from tests.helpers import write_synthetic_mlqe  # noqa: E402
-from tests.test_data_hub_sets import _mlqe_split, _save_mlqe  # noqa: E402
+from tests.test_data_hub_sets import (  # noqa: E402
+    MLQE_ROWS,
+    _mlqe_split,
+    _mlqe_z_mean,
+    _save_mlqe,
+)
 
 
 def test_pair_files_hold_train_and_the_held_out_dev_and_test_pairs(tmp_path):
@@ -49,7 +55,7 @@ def test_variants_follow_the_paper_design():
         smat_table5_mlqe.main(["--data-dir", "x", "--teacher", "t"])
 
 
-def test_without_data_dir_mlqe_is_read_from_the_hub_and_a_blind_split_stops_the_run(
+def test_without_data_dir_mlqe_is_read_from_the_hub_and_a_split_without_scores_stops(
         tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SMAT_DATA_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SMAT_HUB_MIRROR", str(tmp_path / "mirror"))
@@ -67,7 +73,19 @@ def test_without_data_dir_mlqe_is_read_from_the_hub_and_a_blind_split_stops_the_
         err = capsys.readouterr().err
         assert stopped.value.code == 2 and "Traceback" not in err
         assert "no --data-dir and mlqe_pe could not be read from the Hugging Face Hub" in err
-    # the Hub's copy (train and dev tagged, test blind) stops Table 5 at test20, untrained
+    # the Hub's copy (train and dev tagged, test20 scored without tags) gives Table 5 its
+    # pairs: the tokenized texts and z_mean of every split
+    _save_mlqe(tmp_path / "mirror", {"train": _mlqe_split([0, 1, 2]),
+                                     "validation": _mlqe_split([2, 0]),
+                                     "test": _mlqe_split([1, 2], untagged=True)})
+    hub = hub_data_dir("mlqe_pe")
+    smat_table5_mlqe.write_pair_files(hub, ["en-de"], tmp_path / "pairs")
+    with (tmp_path / "pairs" / "held_out.csv").open(newline="") as stream:
+        held_out = list(csv.DictReader(stream))
+    assert [row["source"] for row in held_out] == [MLQE_ROWS[r][1] for r in (2, 0, 1, 2)]
+    assert float(held_out[-1]["score"]) == pytest.approx(_mlqe_z_mean(2))
+    # a copy whose test split has no scores either stops Table 5 at test20, untrained
+    monkeypatch.setenv("SMAT_DATA_CACHE", str(tmp_path / "cache_blind"))
     _save_mlqe(tmp_path / "mirror", {"train": _mlqe_split([0, 1, 2]),
                                      "validation": _mlqe_split([2, 0]),
                                      "test": _mlqe_split([1, 2], blind=True)})

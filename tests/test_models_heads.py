@@ -148,3 +148,64 @@ def test_head_dropout_uses_its_own_key():
     enc = run(model.encoder, input_ids=IDS, attention_mask=MASK,
               dropout_rng=jax.random.fold_in(jax.random.key(0), 0))
     np.testing.assert_array_equal(enc.last_hidden_state, a.encoder.last_hidden_state)
+
+
+@pytest.mark.parametrize("head", ["electra", "roberta"])
+def test_reference_heads_equal_hugging_faces_pytorch_heads(head):
+    """The SMaT reference's heads: Hugging Face's ELECTRA head (dense, exact GELU, dense) and
+    RoBERTa head (the same with tanh), in evaluation mode, with the same weights."""
+    torch = pytest.importorskip("torch")
+    import transformers
+
+    model = SequenceClassifier(TextConfig.tiny(), num_labels=3, head=head, rngs=nnx.Rngs(0))
+    hidden = TextConfig.tiny().hidden_size
+    config_type, module = {
+        "electra": (transformers.ElectraConfig, transformers.models.electra.modeling_electra
+                    .ElectraClassificationHead),
+        "roberta": (transformers.RobertaConfig, transformers.models.roberta.modeling_roberta
+                    .RobertaClassificationHead)}[head]
+    reference = module(config_type(hidden_size=hidden, num_labels=3)).eval()
+    with torch.no_grad():
+        for name, dense in (("dense", model.head_hidden), ("out_proj", model.classifier)):
+            getattr(reference, name).weight.copy_(torch.tensor(np.asarray(dense.kernel[...]).T))
+            getattr(reference, name).bias.copy_(torch.tensor(np.asarray(dense.bias[...])))
+    # weights that matter: pooled vectors large enough for GELU and tanh to bend
+    pooled = 3.0 * jax.random.normal(jax.random.key(1), (5, hidden))
+    with torch.no_grad():
+        expected = reference(torch.tensor(np.asarray(pooled))[:, None, :]).numpy()
+    np.testing.assert_allclose(model.classify(pooled), expected, atol=1e-5)
+    out = run(model, input_ids=IDS, attention_mask=MASK)
+    enc, mask = out.encoder, MASK.astype(bool)
+    mixed = np.mean([masked_mean(h, mask) for h in enc.hidden_states], 0)
+    np.testing.assert_allclose(out.logits, model.classify(jnp.asarray(mixed)), atol=1e-5)
+    with pytest.raises(ValueError, match="head must be one of .* got 'mlp'"):
+        SequenceClassifier(TextConfig.tiny(), num_labels=2, head="mlp", rngs=nnx.Rngs(0))
+
+
+def test_a_reference_head_is_saved_and_loaded_and_randomized(tmp_path):
+    from smat.models.randomize import randomized_family
+    from smat.store import model_store
+
+    model = SequenceClassifier(TextConfig.tiny(), num_labels=2, head="electra",
+                               rngs=nnx.Rngs(0))
+    model_store.save(tmp_path / "model", model, None, max_len=8, label_names=["a", "b"])
+    loaded = model_store.load(tmp_path / "model")
+    assert loaded.model.head == "electra" and loaded.info["head"] == "electra"
+    np.testing.assert_array_equal(run(loaded.model, input_ids=IDS, attention_mask=MASK).logits,
+                                  run(model, input_ids=IDS, attention_mask=MASK).logits)
+    # the default head is not recorded: folders written before the field read as they were
+    plain = SequenceClassifier(TextConfig.tiny(), num_labels=2, rngs=nnx.Rngs(0))
+    assert "head" not in model_store.describe(plain)
+    # a run records the head only when it is not the default, and replays it
+    from smat.models.source import ModelSource
+
+    assert "head" not in ModelSource().settings()
+    chosen = ModelSource(head="roberta")
+    replayed = ModelSource.from_settings(chosen.settings())
+    assert replayed.head == "roberta" and replayed.settings() == chosen.settings()
+    with pytest.raises(ValueError, match="ModelSource.head must be one of"):
+        ModelSource(head="mlp")
+    # re-initialising the head re-draws its hidden layer too
+    family = randomized_family(model, mode="full", head=True, seed=3)
+    hidden = np.asarray(family.params["head_hidden"]["kernel"])
+    assert not np.allclose(hidden[0], hidden[1])

@@ -831,7 +831,8 @@ def commands() -> tuple[Command, ...]:
     return (
         Command("train-teacher", TrainTeacher, train_teacher,
                 replay={"data": "data", "train": "train", "model_source": "model.encoder",
-                        "pooling": "model.pooling", "num_layers": "model.num_layers"}),
+                        "pooling": "model.pooling", "head": "model.head",
+                        "num_layers": "model.num_layers"}),
         Command("train-student", TrainStudent, train_student,
                 replay={"student": "student", "student.explainer": "explainers",
                         "num_examples": "size", "teacher_dir": "teacher"}),

@@ -182,9 +182,9 @@ def _no_score(value: float | None) -> bool:
     return value is None or not math.isfinite(value) or value <= _NO_SCORE_BELOW
 
 
-def _left_out(split: str, task1: Any, task2: Any) -> str | None:
-    """Why the Hub's `split` cannot be written (no DA scores or no word tags on any row:
-    a blind test set), or None when every row has both.
+def _missing(split: str, task1: Any, task2: Any) -> tuple[str | None, str | None]:
+    """Why the Hub's `split` has no DA scores, and why it has no word tags (a blind test
+    set), each None when every row has them.
 
     Raises:
       ValueError: some rows have them and others not (naming the first without).
@@ -193,12 +193,11 @@ def _left_out(split: str, task1: Any, task2: Any) -> str | None:
     for hub_id, what, missing in (
             (MLQE_TASK1, "DA scores", [_no_score(v) for v in task1["z_mean"]]),
             (MLQE_TASK2, "word tags", [len(tags) == 0 for tags in task2["mt_tags"]])):
-        if all(missing):
-            reasons.append(f"{hub_id} has no {what} for it")
-        elif any(missing):
+        if any(missing) and not all(missing):
             raise ValueError(f"MLQE-PE {split}: {hub_id} row {missing.index(True)} has no "
                              f"{what}, other rows do")
-    return "; ".join(reasons) or None
+        reasons.append(f"{hub_id} has no {what} for it" if all(missing) else None)
+    return reasons[0], reasons[1]
 
 
 def _check_aligned(split: str, task1: Any, task2: Any, source: str) -> float:
@@ -237,9 +236,10 @@ def _tag_names(task2: Any, column: str) -> list[str]:
     return names
 
 
-def _write_mlqe_split(folder: Path, split: str, task1: Any, task2: Any) -> None:
+def _write_mlqe_split(folder: Path, split: str, task1: Any, task2: Any, *,
+                      tags: bool) -> None:
     """One split in MLQE-PE's layout (:mod:`smat.data.mlqe`): the DA tsv from task 1, the
-    tokenized sources, translations and tags from task 2.
+    tokenized sources and translations from task 2, and its tags unless `tags` is False.
 
     Raises:
       ValueError: a row whose tags do not match its words (2N+1 MT tags for N words, gaps
@@ -265,6 +265,10 @@ def _write_mlqe_split(folder: Path, split: str, task1: Any, task2: Any) -> None:
     lines: dict[str, list[str]] = {"src": [], "mt": [], "tags": [], "source_tags": []}
     for index, row in enumerate(task2.select_columns(["translation", "src_tags", "mt_tags"])):
         src, mt = _flat(row["translation"][source]), _flat(row["translation"][target])
+        lines["src"].append(src)
+        lines["mt"].append(mt)
+        if not tags:
+            continue
         words, src_words = len(mt.split()), len(src.split())
         # the gap tags stay (gap, word, gap, ... gap), as in the release's .tags
         if len(row["mt_tags"]) != 2 * words + 1:
@@ -273,12 +277,10 @@ def _write_mlqe_split(folder: Path, split: str, task1: Any, task2: Any) -> None:
         if len(row["src_tags"]) != src_words:
             raise ValueError(f"{MLQE_TASK2} {split} row {index}: {len(row['src_tags'])} source "
                              f"tags for {src_words} source words")
-        lines["src"].append(src)
-        lines["mt"].append(mt)
         lines["tags"].append(" ".join(mt_names[tag] for tag in row["mt_tags"]))
         lines["source_tags"].append(" ".join(src_names[tag] for tag in row["src_tags"]))
-    for ext, content in lines.items():
-        (pe / f"{prefix}.{ext}").write_text("".join(f"{line}\n" for line in content),
+    for ext in ("src", "mt", "tags", "source_tags") if tags else ("src", "mt"):
+        (pe / f"{prefix}.{ext}").write_text("".join(f"{line}\n" for line in lines[ext]),
                                             encoding="utf-8")
 
 
@@ -289,9 +291,11 @@ def write_mlqe_pe(folder: Path, load: HubLoader) -> None:
     test as ``test``/``test20``.
 
     The two are separate data sets, so each split is checked to hold the same sentences in
-    the same rows (:data:`MLQE_MIN_AGREEMENT`); a split without scores or tags (a blind
-    test set) is not written, and :data:`smat.data.mlqe.HUB_NOTES` records which, so that
-    :func:`smat.data.mlqe.load_mlqe` names why it is missing.
+    the same rows (:data:`MLQE_MIN_AGREEMENT`). A split without DA scores is not written; one
+    with scores but without word tags (the Hub's test split: WMT20's blind word-level test
+    set) is written without its tag files, so that sentence-level work (Table 5) can read
+    it. :data:`smat.data.mlqe.HUB_NOTES` records both, so that
+    :func:`smat.data.mlqe.load_mlqe` names why a split or its tags are missing.
 
     Raises:
       ValueError: the tasks' rows disagree, a split has scores or tags on some rows only,
@@ -299,18 +303,21 @@ def write_mlqe_pe(folder: Path, load: HubLoader) -> None:
     """
     task1, task2 = load(MLQE_TASK1, MLQE_PAIR), load(MLQE_TASK2, MLQE_PAIR)
     source = MLQE_PAIR.split("-")[0]
-    left_out, agreement = {}, {}
+    left_out, untagged, agreement = {}, {}, {}
     for split in ("train", "validation", "test"):
         name = SPLITS[split][0]
-        reason = _left_out(split, task1[split], task2[split])
-        if reason is not None:
-            left_out[name] = reason
+        no_scores, no_tags = _missing(split, task1[split], task2[split])
+        if no_scores is not None:
+            left_out[name] = no_scores
             continue
+        if no_tags is not None:
+            untagged[name] = no_tags
         agreement[name] = _check_aligned(split, task1[split], task2[split], source)
-        _write_mlqe_split(folder, split, task1[split], task2[split])
+        _write_mlqe_split(folder, split, task1[split], task2[split], tags=no_tags is None)
     (folder / HUB_NOTES).write_text(json.dumps({
         "hub_ids": [[MLQE_TASK1, MLQE_PAIR], [MLQE_TASK2, MLQE_PAIR]],
         "language_pairs": [MLQE_PAIR], "left_out": {MLQE_PAIR: left_out},
+        "untagged": {MLQE_PAIR: untagged},
         "source_agreement": {MLQE_PAIR: agreement}}, indent=1) + "\n", encoding="utf-8")
 
 

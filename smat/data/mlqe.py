@@ -31,9 +31,11 @@ from smat.data.dataset import RationaleDataset, TextDataset, encode_labels
 SPLITS = {"train": ("train", "train"), "dev": ("dev", "dev"), "validation": ("dev", "dev"),
           "test": ("test", "test20"), "test20": ("test", "test20")}
 SCORES = ("z_mean", "mean")
+TEXTS = ("tokenized", "raw")
 _TAGS = {"OK": False, "BAD": True}
 # In a folder converted from the Hub: {"language_pairs": [...], "left_out": {pair: {split
-# folder: why}}}, so a split the Hub has no labels for is refused as such, not as a missing file.
+# folder: why}}, "untagged": {pair: {split folder: why}}}, so a split the Hub has no labels
+# (or no word tags) for is refused as such, not as a missing file.
 HUB_NOTES = "hub_notes.json"
 
 
@@ -70,9 +72,11 @@ def _read_da(path: Path, score: str) -> tuple[list[str], list[str], list[float]]
             [r[score] for r in rows])
 
 
-def _hub_refusal(data_dir: Path, lp: str, split: str) -> str | None:
-    """Why a folder converted from the Hub lacks `lp`'s `split` (one line naming the GitHub
-    release to use instead), or None for any other folder or split."""
+def _hub_refusal(data_dir: Path, lp: str, split: str, *, missing: str = "left_out"
+                 ) -> str | None:
+    """Why a folder converted from the Hub lacks `lp`'s `split` (`missing` "left_out") or
+    its word tags ("untagged"), in one line naming the GitHub release to use instead; None
+    for any other folder or split."""
     notes_path = data_dir / HUB_NOTES
     if not notes_path.is_file():
         return None
@@ -81,16 +85,17 @@ def _hub_refusal(data_dir: Path, lp: str, split: str) -> str | None:
     if lp not in pairs:
         why = f"holds {', '.join(pairs)} only"
     else:
-        reason = notes.get("left_out", {}).get(lp, {}).get(SPLITS[split][0])
+        reason = notes.get(missing, {}).get(lp, {}).get(SPLITS[split][0])
         if reason is None:
             return None
-        why = f"has no labels/tags for this split ({reason})"
+        what = "labels/tags" if missing == "left_out" else "word tags"
+        why = f"has no {what} for this split ({reason})"
     return (f"MLQE-PE {lp} {split}: the Hugging Face Hub copy in {data_dir} {why}; pass "
             f"--data-dir with the GitHub release (sheffieldnlp/mlqe-pe, docs/datasets.md)")
 
 
-def _load_pair(data_dir: Path, lp: str, split: str, score: str,
-               word_tags: bool) -> tuple[list[str], list[str], list, list, list, list[str]]:
+def _load_pair(data_dir: Path, lp: str, split: str, score: str, word_tags: bool,
+               texts: str) -> tuple[list[str], list[str], list, list, list, list[str]]:
     folder, prefix = SPLITS[split]
     da_path = (data_dir / "direct-assessments" / lp / folder
                / f"{prefix}.{lp.replace('-', '')}.df.short.tsv")
@@ -98,15 +103,21 @@ def _load_pair(data_dir: Path, lp: str, split: str, score: str,
         raise FileNotFoundError(refusal)
     src, mt, targets = _read_da(da_path, score)
     ids = [f"{lp}/{prefix}/{i}" for i in range(len(src))]
-    if not word_tags:
+    if texts == "raw":
         return src, mt, [float(t) for t in targets], [], [], ids
     pe = data_dir / "post-editing" / lp / folder
-    files = {ext: pe / f"{prefix}.{ext}" for ext in ("src", "mt", "tags", "source_tags")}
+    files = {ext: pe / f"{prefix}.{ext}"
+             for ext in ("src", "mt", *(("tags", "source_tags") if word_tags else ()))}
+    if word_tags and not files["tags"].is_file() and (refusal := _hub_refusal(
+            data_dir, lp, split, missing="untagged")) is not None:
+        raise FileNotFoundError(refusal)
     lines = {ext: _read_lines(p) for ext, p in files.items()}
     for ext, content in lines.items():
         if len(content) != len(src):
             raise ValueError(f"{files[ext]} has {len(content)} lines but {da_path} has "
                              f"{len(src)} rows; the files must be line-aligned")
+    if not word_tags:
+        return lines["src"], lines["mt"], [float(t) for t in targets], [], [], ids
     src_masks, mt_masks = [], []
     for i in range(len(src)):
         mt_words, src_words = lines["mt"][i].split(), lines["src"][i].split()
@@ -133,14 +144,16 @@ def load_mlqe(
     split: str = "train",
     score: str = "z_mean",
     word_tags: bool = True,
+    texts: str | None = None,
 ) -> RationaleDataset:
     """Load MLQE-PE as a text-pair regression data set with word-level BAD tags.
 
-    With `word_tags=True` the texts are the tokenized post-editing `.src` / `.mt` lines (the
-    words the tags refer to) and the DA score of the same line is the target;
-    `word_masks` marks BAD source words and `pair_word_masks` BAD MT words (gap tags are
-    dropped). With `word_tags=False` the raw DA `original` / `translation` texts are used and
-    no masks are returned. Several language pairs are concatenated in the given order
+    The texts are the tokenized post-editing `.src` / `.mt` lines (the words the tags refer
+    to; `texts="tokenized"`, the default with `word_tags`) or the raw DA `original` /
+    `translation` texts (`texts="raw"`, the default without), and the DA score of the same
+    line is the target. With `word_tags=True`, `word_masks` marks BAD source words and
+    `pair_word_masks` BAD MT words (gap tags are dropped); without, no masks are returned
+    (and no tag files read). Several language pairs are concatenated in the given order
     (the SMaT paper trains one model on all pairs).
 
     Args:
@@ -148,7 +161,8 @@ def load_mlqe(
       language_pairs: one pair such as "en-de" or a sequence of pairs.
       split: "train", "dev" (or "validation") or "test" (or "test20").
       score: regression target column, "z_mean" (default) or "mean".
-      word_tags: load the post-editing texts and word tags.
+      word_tags: load the word tags (with the tokenized texts they refer to).
+      texts: "tokenized" or "raw" (default: tokenized with word tags, raw without).
 
     Returns:
       A regression `RationaleDataset` (texts = source, text_pairs = MT), ids
@@ -157,19 +171,25 @@ def load_mlqe(
     Raises:
       FileNotFoundError: a file of the layout is missing, or (in a folder converted from the
         Hub) a pair or split the Hub has no labels for.
-      ValueError: unknown split / score, a missing column, an empty file, non-aligned files,
-        or tags that do not match the words.
+      ValueError: unknown split / score / texts, word tags with raw texts, a missing column,
+        an empty file, non-aligned files, or tags that do not match the words.
     """
     if split not in SPLITS:
         raise ValueError(f"unknown MLQE-PE split {split!r}; expected one of {sorted(SPLITS)}")
     if score not in SCORES:
         raise ValueError(f"unknown MLQE-PE score {score!r}; expected one of {SCORES}")
+    texts = texts or ("tokenized" if word_tags else "raw")
+    if texts not in TEXTS:
+        raise ValueError(f"unknown MLQE-PE texts {texts!r}; expected one of {TEXTS}")
+    if word_tags and texts == "raw":
+        raise ValueError("MLQE-PE word tags refer to the tokenized texts: texts='raw' "
+                         "needs word_tags=False")
     pairs = [language_pairs] if isinstance(language_pairs, str) else list(language_pairs)
     if not pairs:
         raise ValueError("language_pairs is empty")
     src, mt, targets, src_masks, mt_masks, ids = [], [], [], [], [], []
     for lp in pairs:
-        parts = _load_pair(Path(data_dir), lp, split, score, word_tags)
+        parts = _load_pair(Path(data_dir), lp, split, score, word_tags, texts)
         for acc, part in zip((src, mt, targets, src_masks, mt_masks, ids), parts, strict=True):
             acc.extend(part)
     labels, _ = encode_labels(targets, task="regression", column=score)

@@ -186,7 +186,8 @@ def start_model(source: ModelSource, *, task: str, num_labels: int,
                          "smat model, whose weights would be thrown away")
     trained = model_store.load(folder)
     model = SequenceClassifier(trained.model.encoder.config, num_labels=num_labels, task=task,
-                               pooling=source.pooling, rngs=nnx.Rngs(seed))
+                               pooling=source.pooling, head=source.head,
+                               rngs=nnx.Rngs(seed))
     model.encoder = trained.model.encoder
     if source.num_layers is not None:
         model = keep_first_layers(model, source.num_layers, seed=seed)

@@ -32,9 +32,16 @@ from smat.models.vision import ViTConfig, ViTEncoder
 
 Pooling = Literal["scalar_mix", "cls", "mean"]
 Task = Literal["classification", "regression"]
+Head = Literal["linear", "electra", "roberta"]
 
 POOLINGS = ("scalar_mix", "cls", "mean")
 TASKS = ("classification", "regression")
+# What maps the pooled vector to the logits: one dense layer (smat's default), or the
+# hidden layer of the SMaT reference's heads, Hugging Face's ELECTRA head (dense, exact GELU,
+# dropout, dense: its IMDB / SST-2 models) and RoBERTa head (the same with tanh: MLQE's XLM-R).
+HEADS = ("linear", "electra", "roberta")
+_HIDDEN_ACTIVATIONS = {"electra": lambda x: jax.nn.gelu(x, approximate=False),
+                       "roberta": jnp.tanh}
 
 #: Encoder class for each config type (explicit mapping, no duck typing).
 ENCODERS: dict[type, type[nnx.Module]] = {TextConfig: TextEncoder, ViTConfig: ViTEncoder}
@@ -116,6 +123,9 @@ class SequenceClassifier(nnx.Module):
       task: "classification" or "regression".
       pooling: "scalar_mix" (paper default), "cls" (first token of the last layer) or
         "mean" (masked mean of the last layer).
+      head: "linear" (dropout, then one dense layer to the logits), or the SMaT
+        reference's "electra" (dropout, dense D -> D, exact GELU, dropout, dense D -> C:
+        Hugging Face's ELECTRA classification head) or "roberta" (the same with tanh).
       rngs: initialisation RNGs.
 
     Raises:
@@ -125,11 +135,13 @@ class SequenceClassifier(nnx.Module):
 
     def __init__(self, encoder_config: TextConfig | ViTConfig, *, num_labels: int,
                  task: Task = "classification", pooling: Pooling = "scalar_mix",
-                 rngs: nnx.Rngs):
+                 head: Head = "linear", rngs: nnx.Rngs):
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         if task == "classification" and num_labels < 2:
             raise ValueError(f"classification needs num_labels >= 2, got {num_labels}")
         if task == "regression" and num_labels != 1:
@@ -141,13 +153,16 @@ class SequenceClassifier(nnx.Module):
             )
         self.task = task
         self.pooling = pooling
+        self.head = head
         self.num_labels = num_labels
         self.dropout_rate = encoder_config.hidden_dropout
         self.encoder = ENCODERS[type(encoder_config)](encoder_config, rngs=rngs)
         self.scalar_mix = (
             ScalarMix(encoder_config.num_layers + 1) if pooling == "scalar_mix" else None
         )
-        self.classifier = Dense(encoder_config.hidden_size, num_labels, rngs=rngs)
+        hidden = encoder_config.hidden_size
+        self.head_hidden = Dense(hidden, hidden, rngs=rngs) if head != "linear" else None
+        self.classifier = Dense(hidden, num_labels, rngs=rngs)
 
     def __call__(
         self,
@@ -213,6 +228,15 @@ class SequenceClassifier(nnx.Module):
                 pooled = cls_pool(out.last_hidden_state)  # (B, D)
             else:
                 pooled = masked_mean(out.last_hidden_state, mask)  # (B, D)
-            pooled = dropout(pooled, rate=self.dropout_rate, key=head_key)
-            logits = self.classifier(pooled)  # (B, C)
+            logits = self.classify(pooled, dropout_rng=head_key)  # (B, C)
         return ClassifierOutput(logits=logits, encoder=out)
+
+    def classify(self, pooled: Float[Array, "batch hidden"], *,
+                 dropout_rng: jax.Array | None = None) -> Float[Array, "batch labels"]:
+        """The head on pooled vectors (B, D) -> logits (B, C); dropout only with a key (the
+        second dropout of the reference heads draws from ``fold_in(dropout_rng, 1)``)."""
+        pooled = dropout(pooled, rate=self.dropout_rate, key=dropout_rng)
+        if self.head_hidden is not None:
+            pooled = _HIDDEN_ACTIVATIONS[self.head](self.head_hidden(pooled))
+            pooled = dropout(pooled, rate=self.dropout_rate, key=fold_key(dropout_rng, 1))
+        return self.classifier(pooled)

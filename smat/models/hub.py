@@ -429,7 +429,7 @@ def keep_first_layers(model: SequenceClassifier, num_layers: int, *,
                          f"{full.num_layers}")
     small = SequenceClassifier(dataclasses.replace(full, num_layers=num_layers),
                                num_labels=model.num_labels, task=model.task,
-                               pooling=model.pooling, rngs=nnx.Rngs(seed))
+                               pooling=model.pooling, head=model.head, rngs=nnx.Rngs(seed))
     pretrained = nnx.state(model.encoder)
     layers = jax.tree.map(lambda leaf: leaf[:num_layers], pretrained["layers"])
     for name in pretrained:
@@ -444,6 +444,7 @@ def from_pretrained(
     task: str,
     num_labels: int,
     pooling: str = "scalar_mix",
+    head: str = "linear",
     seed: int = 0,
 ) -> tuple[SequenceClassifier, Any]:
     """Loads a HF encoder checkpoint into a :class:`SequenceClassifier`.
@@ -454,6 +455,7 @@ def from_pretrained(
       task: "classification" or "regression".
       num_labels: C (>= 2 for classification, 1 for regression).
       pooling: "scalar_mix", "cls" or "mean".
+      head: "linear", "electra" or "roberta" (:data:`smat.models.heads.HEADS`).
       seed: initialises the (always fresh) pooling / classification head.
 
     Returns:
@@ -474,7 +476,7 @@ def from_pretrained(
 
     def build() -> SequenceClassifier:
         return SequenceClassifier(config, num_labels=num_labels, task=task, pooling=pooling,
-                                  rngs=nnx.Rngs(seed))
+                                  head=head, rngs=nnx.Rngs(seed))
 
     graphdef, abstract_state = nnx.split(nnx.eval_shape(build))
     abstract = _flatten(nnx.to_pure_dict(abstract_state))
@@ -494,7 +496,8 @@ def from_pretrained(
 
 
 def from_config(path_or_hub_id: str | Path, *, task: str, num_labels: int,
-                pooling: str = "scalar_mix", seed: int = 0) -> tuple[SequenceClassifier, Any]:
+                pooling: str = "scalar_mix", head: str = "linear",
+                seed: int = 0) -> tuple[SequenceClassifier, Any]:
     """A classifier of the architecture a folder's ``config.json`` describes, every weight
     drawn from `seed`: a model trained from scratch (the folder needs no weights).
 
@@ -509,5 +512,5 @@ def from_config(path_or_hub_id: str | Path, *, task: str, num_labels: int,
     hf_config = read_config(folder)
     config = architecture_of(hf_config).parse_config(hf_config)
     model = SequenceClassifier(config, num_labels=num_labels, task=task, pooling=pooling,
-                               rngs=nnx.Rngs(seed))
+                               head=head, rngs=nnx.Rngs(seed))
     return model, None if isinstance(config, ViTConfig) else _load_tokenizer(folder)

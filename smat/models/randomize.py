@@ -26,7 +26,7 @@ from smat.models import functional
 from smat.models.heads import SequenceClassifier
 
 MODES = ("cascading", "independent", "full")
-HEAD_KEYS = ("classifier", "scalar_mix")
+HEAD_KEYS = ("classifier", "head_hidden", "scalar_mix")
 
 
 class RandomizedFamily(NamedTuple):
@@ -84,7 +84,7 @@ def randomized_family(model: SequenceClassifier, *, mode: str = "cascading",
     randomized, labels = _steps(mode, num_layers, depth, blocks)
     fresh_model = SequenceClassifier(model.encoder.config, num_labels=model.num_labels,
                                      task=model.task, pooling=model.pooling,
-                                     rngs=nnx.Rngs(seed))
+                                     head=model.head, rngs=nnx.Rngs(seed))
     fresh = functional.split(fresh_model)[1]
     steps = jnp.asarray(randomized)
     any_step = jnp.asarray(randomized.any(axis=1))

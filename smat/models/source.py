@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from smat.models.heads import POOLINGS, SequenceClassifier
+from smat.models.heads import HEADS, POOLINGS, SequenceClassifier
 from smat.models.hub import from_config, from_pretrained, keep_first_layers, minilm_path
 
 
@@ -20,6 +20,9 @@ class ModelSource:
       encoder: the pretrained encoder: a checkpoint folder or Hub id, or a model smat
         trained (a folder with model.json: its encoder under a fresh head).
       pooling: how the encoder's states become one vector (scalar_mix: the paper's).
+      head: what maps the pooled vector to the logits: one dense layer ("linear"), or the SMaT
+        reference's heads with a hidden layer ("electra": GELU, its IMDB / SST-2 models;
+        "roberta": tanh, its MLQE model).
       num_layers: keep only the encoder's first N layers, a smaller model for quick runs.
       from_scratch: draw every weight from the seed instead of loading the encoder's: the
         folder's config.json alone says the architecture (a small ViT trained from scratch).
@@ -28,6 +31,7 @@ class ModelSource:
     encoder: str | None = dataclasses.field(default=None, metadata={
         "shown": "the offline all-MiniLM-L6-v2"})
     pooling: str = dataclasses.field(default="scalar_mix", metadata={"choices": POOLINGS})
+    head: str = dataclasses.field(default="linear", metadata={"choices": HEADS})
     num_layers: int | None = dataclasses.field(default=None, metadata={"shown": "all"})
     from_scratch: bool = False
 
@@ -35,6 +39,9 @@ class ModelSource:
         if self.pooling not in POOLINGS:
             raise ValueError(f"ModelSource.pooling must be one of {list(POOLINGS)}; got "
                              f"{self.pooling!r}")
+        if self.head not in HEADS:
+            raise ValueError(f"ModelSource.head must be one of {list(HEADS)}; got "
+                             f"{self.head!r}")
         if self.num_layers is not None and self.num_layers < 1:
             raise ValueError(f"ModelSource.num_layers must be >= 1; got {self.num_layers}")
 
@@ -60,7 +67,7 @@ class ModelSource:
         """
         build = from_config if self.from_scratch else from_pretrained
         model, tokenizer = build(self.path, task=task, num_labels=num_labels,
-                                 pooling=self.pooling, seed=seed)
+                                 pooling=self.pooling, head=self.head, seed=seed)
         if self.num_layers is None:
             return model, tokenizer
         try:
@@ -69,10 +76,11 @@ class ModelSource:
             raise ValueError(f"--num-layers: {self.path}: {error}") from None
 
     def settings(self) -> dict[str, Any]:
-        """What a run folder records of the model (``num_layers`` only when it cuts and
-        ``from_scratch`` only when set, so the records of runs on whole pretrained encoders
-        stay as they were)."""
+        """What a run folder records of the model (``head`` only when not "linear",
+        ``num_layers`` only when it cuts and ``from_scratch`` only when set, so the records
+        of runs on whole pretrained encoders under the default head stay as they were)."""
         return {"model_source": self.path, "pooling": self.pooling,
+                **({"head": self.head} if self.head != "linear" else {}),
                 **({"num_layers": self.num_layers} if self.num_layers is not None else {}),
                 **({"from_scratch": True} if self.from_scratch else {})}
 
@@ -80,5 +88,6 @@ class ModelSource:
     def from_settings(cls, recorded: dict[str, Any]) -> ModelSource:
         """The source a run folder's :meth:`settings` record describes."""
         return cls(encoder=recorded["model_source"], pooling=recorded["pooling"],
+                   head=recorded.get("head", "linear"),
                    num_layers=recorded.get("num_layers"),
                    from_scratch=recorded.get("from_scratch", False))

@@ -49,7 +49,9 @@ def describe(model: SequenceClassifier, **extra: Any) -> dict[str, Any]:
     config = model.encoder.config
     kind = next(name for name, cls in _CONFIG_TYPES.items() if isinstance(config, cls))
     return {"encoder": kind, "encoder_config": dataclasses.asdict(config), "task": model.task,
-            "num_labels": model.num_labels, "pooling": model.pooling, **extra}
+            "num_labels": model.num_labels, "pooling": model.pooling,
+            # recorded only when not the default one-layer head: older folders read as it
+            **({"head": model.head} if model.head != "linear" else {}), **extra}
 
 
 def save(path: str | Path, model: SequenceClassifier, tokenizer: Any, *,
@@ -137,7 +139,8 @@ def load(path: str | Path, *, precision: str = "float32") -> TrainedModel:
 
     def build() -> SequenceClassifier:
         return SequenceClassifier(config, num_labels=info["num_labels"], task=info["task"],
-                                  pooling=info["pooling"], rngs=nnx.Rngs(0))
+                                  pooling=info["pooling"], head=info.get("head", "linear"),
+                                  rngs=nnx.Rngs(0))
 
     graphdef, abstract = functional.split(nnx.eval_shape(build))
     params, _ = checkpoint.restore(path / "params", target=abstract)
