@@ -62,6 +62,14 @@ each difference, and the run records the teacher's data); ``--explainers``, ``--
 ``config.json``, ``table.md`` (measured and paper tables), ``results.json`` (every student
 record), ``simulability.png`` and ``head_weights.png`` (Figure 5) into the output folder.
 
+Over several processes or hosts sharing the output folder, ``--share I/N`` splits the
+work: share 0 trains the teacher (the others wait, ``--join-timeout``), each share trains
+every N-th cell of the grid, and share 0 joins them and writes the report; a share that
+stopped resumes with the same command::
+
+    python experiments/smat_table1.py --variant sst2 --share 0/2 &   # host or process 0
+    python experiments/smat_table1.py --variant sst2 --share 1/2     # host or process 1
+
 Measured runtime (2 CPU cores, nothing else running unless stated): see
 docs/reproduce/smat.md.
 """
@@ -84,6 +92,7 @@ from smat.cli.experiment import (
     variant_parser,
 )
 from smat.jobs.experiment import ExperimentConfig, run_experiment
+from smat.jobs.grid import parse_share
 from smat.training.loop import with_loop
 from smat.training.student import EXPLANATION_SOURCES
 
@@ -92,7 +101,8 @@ def run(config: ExperimentConfig, *, variant: str, output_dir: str | Path,
         data_dir: str | None = None, teacher_dir: str | Path | None = None,
         explanation_source: str | None = None, teacher_seed: int | None = None,
         progress: bool = True, teacher_only: bool = False,
-        smat_cells: Sequence[str | Path] = ()) -> dict[str, Any]:
+        smat_cells: Sequence[str | Path] = (), share: tuple[int, int] = (0, 1),
+        join_timeout: float = 300.0) -> dict[str, Any]:
     """Run the variant's `config` (with the teacher's explanations of shuffled text, the
     leakage control, when `explanation_source` says so; `teacher_seed` replaces the
     teacher's seed: the replication's teachers differ only in it). See
@@ -111,7 +121,8 @@ def run(config: ExperimentConfig, *, variant: str, output_dir: str | Path,
         check_data_files(config.data, data_dir)
     return run_experiment(config, variant=variant, output_dir=output_dir,
                           teacher_dir=teacher_dir, progress=progress,
-                          teacher_only=teacher_only, smat_cells=smat_cells)
+                          teacher_only=teacher_only, smat_cells=smat_cells, share=share,
+                          join_timeout=join_timeout)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -135,11 +146,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     with command_runtime(parser, driver=__file__):
         data_dir = data_dir_or_hub(args.data_dir, HUB_DATA.get(args.variant))
         config = chosen_grid(get_config(args.variant, data_dir=data_dir), args)
-        summary = run(config, variant=args.variant, output_dir=output_dir,
-                      data_dir=data_dir, teacher_dir=args.teacher,
-                      explanation_source=args.explanation_source,
-                      teacher_seed=args.teacher_seed, progress=not args.no_progress,
-                      teacher_only=args.teacher_only, smat_cells=args.smat_cells)
+        share = parse_share(args.share)
+        try:
+            summary = run(config, variant=args.variant, output_dir=output_dir,
+                          data_dir=data_dir, teacher_dir=args.teacher,
+                          explanation_source=args.explanation_source,
+                          teacher_seed=args.teacher_seed, progress=not args.no_progress,
+                          teacher_only=args.teacher_only, smat_cells=args.smat_cells,
+                          share=share, join_timeout=args.join_timeout)
+        except TimeoutError as error:  # one line naming what to rerun
+            raise ValueError(str(error)) from None
+    if "share" in summary:
+        print(f"share {summary['share']}: {len(summary['records'])} students finished; "
+              f"share 0/{share[1]} writes the report")
+        return
     if args.teacher_only:
         print(f"teacher {summary['teacher_dir']}: test accuracy "
               f"{100 * summary['teacher_test']['accuracy']:.2f}%, weights "

@@ -812,3 +812,37 @@ def test_without_data_dir_a_driver_reads_the_hub_or_says_how_to_give_data(
     # a variant that reads no data folder never asks the Hub; a given folder is used as it is
     assert command_line.data_dir_or_hub(None, table1_variants.HUB_DATA.get("cpu")) is None
     assert command_line.data_dir_or_hub("mine", "sst2_glue") == "mine"
+
+
+def test_shares_split_the_grid_and_share_zero_writes_the_report(tiny_teacher, tmp_path,
+                                                                capsys):
+    """--share I/N: each share trains every N-th cell; share 0 joins them and reports; a share
+    other than 0 waits for the teacher share 0 trains, and names it when it does not come."""
+    config = _smoke(sizes=(32,), seeds=(0,), explainers=("none", "attention_all"))
+
+    def run(share):
+        with pytest.warns(experiment.OtherDataTeacherWarning):
+            return smat_table1.run(config, variant="smoke", teacher_dir=tiny_teacher,
+                                   output_dir=tmp_path / "shared", progress=False,
+                                   share=share, join_timeout=60)
+
+    second = run((1, 2))
+    assert second["share"] == "1/2"
+    assert [r["explainer"] for r in second["records"]] == ["attention_all"]
+    assert not (tmp_path / "shared" / "results.json").exists()
+    joined = run((0, 2))
+    assert [r["explainer"] for r in joined["records"]] == ["none", "attention_all"]
+    assert joined["records"][1]["test"] == second["records"][0]["test"]  # reused, not retrained
+    assert "| attention_all |" in (tmp_path / "shared" / "table.md").read_text()
+    # without a finished teacher, share 1 waits for share 0's and says so in one line
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        smat_table1.main(["--smoke", "--output-dir", str(tmp_path / "alone"), "--share", "1/2",
+                          "--join-timeout", "1", "--no-progress"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert ("--share 1/2: after 1 s the teacher in " in err
+            and "is not finished; share 0/2 trains it" in err), err
+    with pytest.raises(SystemExit) as stopped:
+        smat_table1.main(["--smoke", "--output-dir", str(tmp_path / "x"), "--share", "2/2"])
+    assert stopped.value.code == 2 and "--share '2/2': expected I/N" in capsys.readouterr().err

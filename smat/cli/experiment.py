@@ -27,10 +27,11 @@ from smat.data.hub_sets import MIRROR_ENV, cache_root, hub_data_dir
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import GRID_FLAGS, ExperimentConfig
 from smat.json_files import read_json
+from smat.parallel import JOIN_TIMEOUT
 
 
 def _driver_options(*, name: str, variants: Sequence[str], data_dir_help: str | None,
-                    reuses_teacher: bool) -> type:
+                    reuses_teacher: bool, grid: bool) -> type:
     """The options a driver's command line takes, as a config class whose fields (and so
     flags, generated as the `smat` command's are) say this driver's variants and inputs."""
     default = "cpu" if "cpu" in variants else variants[0]
@@ -49,6 +50,16 @@ def _driver_options(*, name: str, variants: Sequence[str], data_dir_help: str | 
     fields["output_dir"] = option(str | None, None, "results folder",
                                   shown=f"runs/{name}_<variant>")
     fields["no_progress"] = option(bool, False, "hide progress bars")
+    if grid:
+        fields["share"] = option(
+            str, "0/1", "train only share I of N of the work (\"I/N\", 0-based), one share per "
+            "process or host over a shared output folder: share 0 trains the teacher and the "
+            "others wait for it, each trains every N-th cell of the grid from the I-th, and "
+            "share 0 waits for the others' students, trains the ablation arms and writes the "
+            "report", metavar="I/N")
+        fields["join_timeout"] = option(
+            int, JOIN_TIMEOUT, "with --share: seconds a share waits for the teacher or for the "
+            "other shares' students before it stops, naming what to rerun")
     return dataclasses.make_dataclass("DriverOptions", [(key, *value)
                                                         for key, value in fields.items()],
                                       frozen=True)
@@ -71,12 +82,13 @@ def variant_parser(description: str, *, name: str,
       reuses_teacher: whether the driver takes ``--teacher``, a finished `smat
         train-teacher` run to reuse.
       grid: whether the driver runs an :class:`ExperimentConfig`, whose grid (sizes, seeds,
-        settings) the command line may narrow or change (flags default to the variant's).
+        settings) the command line may narrow or change (flags default to the variant's),
+        and may split over processes (``--share``, ``--join-timeout``).
     """
     parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     options = _driver_options(name=name, variants=variants, data_dir_help=data_dir_help,
-                              reuses_teacher=reuses_teacher)
+                              reuses_teacher=reuses_teacher, grid=grid)
     add_config_flags(parser, options)
     if grid:
         add_config_flags(parser, ExperimentConfig, relative=True,

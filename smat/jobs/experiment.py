@@ -13,6 +13,7 @@ teacher or student is reused.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -154,11 +155,42 @@ def check_reused_teacher(teacher_dir: str | Path, data: DataConfig, *, variant: 
                       "data", OtherDataTeacherWarning, stacklevel=2)
 
 
+def _wait_for_teacher(teacher_dir: Path, *, share: tuple[int, int],
+                      timeout: float) -> dict[str, Any]:
+    """The finished teacher run in `teacher_dir`, waited for at most `timeout` seconds (share
+    0 trains it).
+
+    Raises:
+      TimeoutError: naming the share that trains it.
+    """
+    deadline, told = time.monotonic() + timeout, False
+    while (teacher := reused_teacher(teacher_dir)) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"--share {share[0]}/{share[1]}: after {timeout:.0f} s the teacher in "
+                f"{teacher_dir} is not finished; share 0/{share[1]} trains it (or run "
+                "--teacher-only first), then run this share again")
+        if not told:
+            print(f"share {share[0]}/{share[1]}: waiting for share 0 to finish the teacher in "
+                  f"{teacher_dir}", file=sys.stderr, flush=True)
+            told = True
+        time.sleep(min(5.0, max(timeout / 20, 0.1)))
+    return teacher
+
+
 def run_experiment(config: ExperimentConfig, *, variant: str, output_dir: str | Path,
                    teacher_dir: str | Path | None = None, progress: bool = True,
                    teacher_only: bool = False, smat_cells: Sequence[str | Path] = (),
-                   recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   recorded: Mapping[str, Any] | None = None,
+                   share: tuple[int, int] = (0, 1),
+                   join_timeout: float = 300.0) -> dict[str, Any]:
     """Train (or reuse) the teacher and every student of `config`'s grid; write the report.
+
+    With ``share=(i, n)``, n processes (on one machine, or hosts sharing `output_dir`) split
+    the work: share 0 trains the teacher, the others wait for it (at most `join_timeout`
+    seconds); each trains its share of the grid (:func:`smat.jobs.grid.run_grid`); share 0
+    waits for the others' students, trains the ablation arms and writes the report, and
+    the others return their own records (``{"share", "records"}``) without a report.
 
     Args:
       variant: the variant's name, recorded and shown in the table's heading.
@@ -175,7 +207,11 @@ def run_experiment(config: ExperimentConfig, *, variant: str, output_dir: str | 
       recorded: what else ``config.json`` and ``results.json`` keep (the language pairs...).
 
     Returns:
-      the summary written to ``results.json``.
+      the summary written to ``results.json`` (share 0), or a share's own records.
+
+    Raises:
+      TimeoutError: a share waited `join_timeout` seconds for the teacher or for the other
+        shares' students (naming what to rerun).
     """
     output_dir = Path(output_dir)
     reused = reused_teacher(teacher_dir) if teacher_dir is not None else None
@@ -191,17 +227,23 @@ def run_experiment(config: ExperimentConfig, *, variant: str, output_dir: str | 
                                                    "teacher_dir": str(teacher_dir),
                                                    **settings, **extra})
     start = time.perf_counter()
-    (teacher,) = [reused] if reused else run_teacher(
-        data=config.data, train=config.teacher, output_dir=teacher_dir, model=config.model,
-        progress=progress)
+    if reused:
+        teacher = reused
+    elif share[0] != 0:
+        teacher = _wait_for_teacher(teacher_dir, share=share, timeout=join_timeout)
+    else:
+        (teacher,) = run_teacher(data=config.data, train=config.teacher,
+                                 output_dir=teacher_dir, model=config.model, progress=progress)
     if teacher_only:
         return {"teacher_dir": str(teacher_dir), "teacher_test": teacher["test"],
                 "teacher_params": saved_params_fingerprint(teacher_dir / "model")}
     students = output_dir / "students"
     grid = [name for name in config.explainers if not is_arm(name)]
     records = run_grid(teacher_dir, sizes=config.sizes, explainers=grid, seeds=config.seeds,
-                       student=config.student, output_dir=students,
-                       progress=progress) if grid else []
+                       student=config.student, output_dir=students, progress=progress,
+                       share=share, join_timeout=join_timeout) if grid else []
+    if share[0] != 0:  # the arms read the joined SMaT cells, the report every student
+        return {"share": f"{share[0]}/{share[1]}", "records": records}
     records += run_arms(teacher_dir, [name for name in config.explainers if is_arm(name)],
                         sizes=config.sizes, seeds=config.seeds, student=config.student,
                         output_dir=students, smat_cells=smat_cells, progress=progress)
