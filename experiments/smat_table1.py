@@ -65,10 +65,10 @@ record), ``simulability.png`` and ``head_weights.png`` (Figure 5) into the outpu
 Over several processes or hosts sharing the output folder, ``--share I/N`` splits the
 work: share 0 trains the teacher (the others wait, ``--join-timeout``), each share trains
 every N-th cell of the grid, and share 0 joins them and writes the report; a share that
-stopped resumes with the same command::
+stopped resumes with the same command. On host (or process) 0 and 1 of two::
 
-    python experiments/smat_table1.py --variant sst2 --share 0/2 &   # host or process 0
-    python experiments/smat_table1.py --variant sst2 --share 1/2     # host or process 1
+    python experiments/smat_table1.py --variant sst2 --share 0/2
+    python experiments/smat_table1.py --variant sst2 --share 1/2
 
 Measured runtime (2 CPU cores, nothing else running unless stated): see
 docs/reproduce/smat.md.

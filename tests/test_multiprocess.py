@@ -38,6 +38,15 @@ def _free_port() -> int:
 
 
 SMAT = str(Path(sys.executable).parent / "smat")
+DEVICE_COUNT = "--xla_force_host_platform_device_count"
+
+
+def _xla_flags(devices: int) -> str:
+    """The suite's XLA flags (its fast-compile ones: tests/conftest.py) with `devices` CPU
+    devices instead of the suite's count."""
+    kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
+            if not flag.startswith(DEVICE_COUNT)]
+    return " ".join([*kept, f"{DEVICE_COUNT}={devices}"])
 
 
 def _run_processes(commands: list[list[str]], devices: int, tmp_path: Path, *,
@@ -47,7 +56,7 @@ def _run_processes(commands: list[list[str]], devices: int, tmp_path: Path, *,
     that fails or outlives TIMEOUT ends all of them and the test. With `until`, every
     process is killed (SIGKILL, as when a host is lost) as soon as it holds, which must be
     before any of them ends."""
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+    env = {**os.environ, "XLA_FLAGS": _xla_flags(devices)}
     logs = [tmp_path / f"{name}{i}.log" for i in range(len(commands))]
     files = [log.open("w") for log in logs]
     processes = [subprocess.Popen(command, env=env, stdout=file, stderr=subprocess.STDOUT)
@@ -184,7 +193,7 @@ def test_two_processes_that_do_not_join_cannot_claim_the_joined_mesh(tiny_teache
                                                                      tmp_path):
     """The check the tests above rest on: without the coordinator a process has its own 2
     devices, and `--devices 4` is refused."""
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = {**os.environ, "XLA_FLAGS": _xla_flags(2)}
     result = subprocess.run([SMAT, "train-teacher",
                              *tiny_teacher_args, "--devices", "4", "--output-dir",
                              str(tmp_path / "alone")], env=env, capture_output=True,

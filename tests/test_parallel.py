@@ -418,13 +418,8 @@ def test_cli_devices_flag(tiny_teacher_args, tmp_path, capsys):
     assert main(["train-teacher", *common, "--batch-size", "12", "--devices", "8",
                  "--output-dir", str(tmp_path / "y")]) == 2
     assert "batch of 12 examples" in capsys.readouterr().err
-    records = []
-    for devices in ("1", "8"):
-        assert main(["train-teacher", *common, "--devices", devices, "--output-dir",
-                     str(tmp_path / devices)]) == 0
-        records.append(json.loads(capsys.readouterr().out))
-    assert records[0]["steps"] == records[1]["steps"]
-    assert records[1]["test"] == pytest.approx(records[0]["test"], abs=1 / 40)
+    # (a run over --devices 4 equals one over two processes: tests/test_multiprocess.py;
+    # 8 devices equal 1 in the library: test_train_teacher_on_eight_devices_equals_one)
     assert parallel.resolve_mesh() is None  # the command's mesh does not outlive it
 
 
