@@ -147,15 +147,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         data_dir = data_dir_or_hub(args.data_dir, HUB_DATA.get(args.variant))
         config = chosen_grid(get_config(args.variant, data_dir=data_dir), args)
         share = parse_share(args.share)
-        try:
-            summary = run(config, variant=args.variant, output_dir=output_dir,
-                          data_dir=data_dir, teacher_dir=args.teacher,
-                          explanation_source=args.explanation_source,
-                          teacher_seed=args.teacher_seed, progress=not args.no_progress,
-                          teacher_only=args.teacher_only, smat_cells=args.smat_cells,
-                          share=share, join_timeout=args.join_timeout)
-        except TimeoutError as error:  # one line naming what to rerun
-            raise ValueError(str(error)) from None
+        summary = run(config, variant=args.variant, output_dir=output_dir,
+                      data_dir=data_dir, teacher_dir=args.teacher,
+                      explanation_source=args.explanation_source,
+                      teacher_seed=args.teacher_seed, progress=not args.no_progress,
+                      teacher_only=args.teacher_only, smat_cells=args.smat_cells,
+                      share=share, join_timeout=args.join_timeout)
     if "share" in summary:
         print(f"share {summary['share']}: {len(summary['records'])} students finished; "
               f"share 0/{share[1]} writes the report")

@@ -289,16 +289,13 @@ def simulability(config: Simulability) -> int:
     share = parse_share(config.share)
     seeds = seeds_from(config.seeds, config.student.loop.seed)
     output_dir = Path(config.output_dir or Path(config.teacher) / "simulability")
-    try:
-        records = run_grid(config.teacher, sizes=config.sizes, explainers=config.explainers,
-                           seeds=seeds, student=config.student, output_dir=output_dir,
-                           progress=not config.runtime.no_progress,
-                           overwrite=config.overwrite,
-                           keep_checkpoints=config.keep_checkpoints,
-                           keep_students=config.keep_students, share=share,
-                           join_timeout=config.runtime.join_timeout)
-    except TimeoutError as error:
-        raise ValueError(str(error)) from None
+    records = run_grid(config.teacher, sizes=config.sizes, explainers=config.explainers,
+                       seeds=seeds, student=config.student, output_dir=output_dir,
+                       progress=not config.runtime.no_progress,
+                       overwrite=config.overwrite,
+                       keep_checkpoints=config.keep_checkpoints,
+                       keep_students=config.keep_students, share=share,
+                       join_timeout=config.runtime.join_timeout)
     if share[0] != 0:
         print(f"share {config.share}: {len(records)} students finished; share 0/{share[1]} "
               "writes the table")

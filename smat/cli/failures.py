@@ -1,12 +1,13 @@
 """How a command that cannot finish ends: the `smat` command's and the experiment drivers'.
 
 smat's input checks raise ValueError (a refused value), FileNotFoundError (a missing file)
-or TypeError (a value of the wrong kind) with a message that names the flag, file or row.
-Inside :func:`reported_failures` such an error ends the command with that message on one
-line and exit status 2, no traceback. A ValueError or TypeError raised inside another
-library (JAX, NumPy, ...) is not one of those checks but a bug, or an input smat does not
-check yet: it keeps its traceback, followed by one line saying so, and exits with 1. Ctrl-C
-lets a training loop finish and checkpoint its running step
+or TypeError (a value of the wrong kind) with a message that names the flag, file or row;
+a share of a split run that waited too long for the others raises TimeoutError naming what
+to rerun (:func:`smat.jobs.grid.wait_for`). Inside :func:`reported_failures` such an
+error ends the command with that message on one line and exit status 2, no traceback. One
+of these raised inside another library (JAX, NumPy, ...) is not one of those checks but a
+bug, or an input smat does not check yet: it keeps its traceback, followed by one line
+saying so, and exits with 1. Ctrl-C lets a training loop finish and checkpoint its running step
 (:func:`~smat.training.loop.stop_on_interrupt`) and ends with one line saying what is kept,
 exit status 130 (the shell's). A warning of smat's prints as one line naming the command,
 not smat's source file.
@@ -104,7 +105,7 @@ def reported_failures(prog: str, *, kept: str = "",
         # on a line of its own, after any progress bar the interrupt stopped mid-line
         print(f"\n{prog}: interrupted{kept}", file=sys.stderr)
         raise CommandEnded(INTERRUPTED) from None
-    except (ValueError, FileNotFoundError, TypeError) as error:
+    except (ValueError, FileNotFoundError, TypeError, TimeoutError) as error:
         # a missing file is always about the input, wherever the open call was
         if isinstance(error, FileNotFoundError) or raised_by_check(error, code_folders):
             print(f"{prog}: error: {rewrite(str(error))}", file=sys.stderr)

@@ -13,7 +13,6 @@ teacher or student is reused.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -23,7 +22,7 @@ from typing import Any
 from smat.data.protocol import DataConfig, data_fingerprint
 from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.ablations import is_arm, run_arms
-from smat.jobs.grid import run_grid
+from smat.jobs.grid import run_grid, wait_for
 from smat.jobs.simulability_report import (
     COMPARISONS,
     comparisons_table,
@@ -163,19 +162,13 @@ def _wait_for_teacher(teacher_dir: Path, *, share: tuple[int, int],
     Raises:
       TimeoutError: naming the share that trains it.
     """
-    deadline, told = time.monotonic() + timeout, False
-    while (teacher := reused_teacher(teacher_dir)) is None:
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"--share {share[0]}/{share[1]}: after {timeout:.0f} s the teacher in "
-                f"{teacher_dir} is not finished; share 0/{share[1]} trains it (or run "
-                "--teacher-only first), then run this share again")
-        if not told:
-            print(f"share {share[0]}/{share[1]}: waiting for share 0 to finish the teacher in "
-                  f"{teacher_dir}", file=sys.stderr, flush=True)
-            told = True
-        time.sleep(min(5.0, max(timeout / 20, 0.1)))
-    return teacher
+    return wait_for(
+        lambda: reused_teacher(teacher_dir), timeout=timeout,
+        waiting=lambda: (f"share {share[0]}/{share[1]}: waiting for share 0 to finish the "
+                         f"teacher in {teacher_dir}"),
+        timed_out=lambda: (f"--share {share[0]}/{share[1]}: after {timeout:.0f} s the teacher "
+                           f"in {teacher_dir} is not finished; share 0/{share[1]} trains it "
+                           "(or run --teacher-only first), then run this share again"))
 
 
 def run_experiment(config: ExperimentConfig, *, variant: str, output_dir: str | Path,

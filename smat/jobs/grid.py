@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -52,6 +52,26 @@ def parse_share(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
+def wait_for(check: Callable[[], Any], *, timeout: float, waiting: Callable[[], str],
+             timed_out: Callable[[], str]) -> Any:
+    """What `check` returns once it is not None (a share waiting for another's work on a
+    shared folder), polled for at most `timeout` seconds; `waiting()` is printed once when
+    it must wait.
+
+    Raises:
+      TimeoutError: with `timed_out()`'s message.
+    """
+    deadline, told = time.monotonic() + timeout, False
+    while (found := check()) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(timed_out())
+        if not told:
+            print(waiting(), file=sys.stderr, flush=True)
+            told = True
+        time.sleep(min(5.0, max(timeout / 20, 0.1)))
+    return found
+
+
 def _wait_for(units: Sequence[Unit], *, share: tuple[int, int], timeout: float,
               output_dir: str | Path) -> None:
     """Wait until every unit's students are finished (their result.json), at most
@@ -60,27 +80,24 @@ def _wait_for(units: Sequence[Unit], *, share: tuple[int, int], timeout: float,
     Raises:
       TimeoutError: naming the unfinished cells and the shares to rerun.
     """
-    deadline, told = time.monotonic() + timeout, False
-    while True:
-        missing = [unit for unit in units if not all(
+    def missing() -> list[Unit]:
+        return [unit for unit in units if not all(
             (cell_dir(output_dir, num_examples=unit.num_examples, explainer=unit.explainer,
                       seed=seed) / "result.json").is_file() for seed in unit.seeds)]
-        if not missing:
-            return
-        if time.monotonic() > deadline:
-            shares = sorted({units.index(unit) % share[1] for unit in missing})
-            cells = ", ".join(f"n{u.num_examples}/{u.explainer}/seeds "
-                              f"{','.join(map(str, u.seeds))}" for u in missing[:4])
-            raise TimeoutError(
-                f"--share {share[0]}/{share[1]}: after {timeout:.0f} s, {len(missing)} "
-                f"students are unfinished ({cells}{', ...' if len(missing) > 4 else ''}); "
+
+    def timed_out() -> str:
+        left = missing()
+        shares = sorted({units.index(unit) % share[1] for unit in left})
+        cells = ", ".join(f"n{u.num_examples}/{u.explainer}/seeds "
+                          f"{','.join(map(str, u.seeds))}" for u in left[:4])
+        return (f"--share {share[0]}/{share[1]}: after {timeout:.0f} s, {len(left)} "
+                f"students are unfinished ({cells}{', ...' if len(left) > 4 else ''}); "
                 f"run --share {' and --share '.join(f'{s}/{share[1]}' for s in shares)} "
                 "again (finished cells are reused), then this command")
-        if not told:
-            print(f"share {share[0]}/{share[1]}: waiting for {len(missing)} students of the "
-                  "other shares", file=sys.stderr, flush=True)
-            told = True
-        time.sleep(min(5.0, max(timeout / 20, 0.1)))
+
+    wait_for(lambda: None if missing() else True, timeout=timeout, timed_out=timed_out,
+             waiting=lambda: f"share {share[0]}/{share[1]}: waiting for {len(missing())} "
+                             "students of the other shares")
 
 
 def run_grid(
