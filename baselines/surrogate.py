@@ -4,11 +4,14 @@ A coalition :math:`z \in \{0, 1\}^T` keeps the tokens with :math:`z_t = 1` and r
 others' attribution point by the baseline; the model's target output on each coalition is
 regressed on :math:`z`, per example, and the coefficients are the token attributions
 (written to every dimension of the token, as Captum does; reduce with ``"mean"``).
+Padding is no feature: the coalitions range over each example's tokens (``mask``), padding
+keeps its input and gets 0, so an example's attributions are Captum's on the example alone,
+however wide its batch is padded.
 
 - :func:`lime` (Ribeiro et al., 2016): coalitions with every token kept with probability
   1/2 (Captum's default sampler), weighted by :math:`\exp(-d^2 / (2 w^2))` with :math:`d =
   1 - \cos(x, \tilde x)` the cosine distance between the flattened original and perturbed
-  inputs (each norm clamped at 1e-8, as torch does) and :math:`w` the kernel width, 1 by
+  tokens (each norm clamped at 1e-8, as torch does) and :math:`w` the kernel width, 1 by
   default: Captum's default similarity (``get_exp_kernel_similarity_function("cosine",
   1.0)``). It is fitted by weighted least squares with an intercept (Captum's
   ``SkLearnLinearRegression`` surrogate; Captum's own default is a Lasso).
@@ -56,27 +59,45 @@ def _check_samples(n_samples: int, minimum: int) -> None:
 
 def lime_coalitions(key: jax.Array, n: int, m: int) -> jax.Array:
     """``(n, m)`` coalitions keeping each of m features with probability 1/2 (Captum's
-    default Lime sampler)."""
-    return jax.random.bernoulli(key, 0.5, (n, m))
+    default Lime sampler). Feature t draws from ``fold_in(key, t)``, so a row's draws do not
+    depend on how many padding columns follow it."""
+    return jax.vmap(lambda t: jax.random.bernoulli(jax.random.fold_in(key, t), 0.5, (n,)),
+                    out_axes=1)(jnp.arange(m))
 
 
-def kernel_shap_coalitions(key: jax.Array, n: int, m: int) -> jax.Array:
-    """``(n, m)`` coalitions of Captum's KernelShap sampler: k kept features with
-    probability proportional to (m-1) / (k (m-k)), k = 1..m-1, which ones uniform."""
+def kernel_shap_coalitions(key: jax.Array, n: int, m: int,
+                           features: ArrayLike | None = None) -> jax.Array:
+    """``(n, m)`` coalitions of Captum's KernelShap sampler over the M columns marked by
+    `features` (``(m,)`` bool, default all): k kept features with probability proportional
+    to (M-1) / (k (M-k)), k = 1..M-1, which ones uniform; unmarked columns are 0. Size
+    candidate k and column t draw from ``fold_in`` of the key with k and t, so a row's
+    draws do not depend on how many padding columns follow it."""
+    features = jnp.ones(m, bool) if features is None else jnp.asarray(features, bool)
+    count = jnp.sum(features)
     size_key, order_key = jax.random.split(key)
     k = jnp.arange(1, m)
-    sizes = jax.random.categorical(size_key, jnp.log((m - 1) / (k * (m - k))),
-                                   shape=(n,)) + 1  # (n,) in 1..m-1
-    ranks = jnp.argsort(jnp.argsort(-jax.random.normal(order_key, (n, m)), -1), -1)
+    logits = jnp.where(k < count, jnp.log((count - 1) / (k * jnp.maximum(count - k, 1))),
+                       -jnp.inf)
+    gumbel = jax.vmap(lambda j: jax.random.gumbel(jax.random.fold_in(size_key, j), (n,)),
+                      out_axes=1)(k)  # (n, m-1): a categorical draw by the Gumbel-max trick
+    sizes = jnp.argmax(logits[None] + gumbel, axis=-1) + 1  # (n,) in 1..M-1 (1 where M < 2)
+    order = jax.vmap(lambda t: jax.random.normal(jax.random.fold_in(order_key, t), (n,)),
+                     out_axes=1)(jnp.arange(m))
+    order = jnp.where(features[None], order, -jnp.inf)
+    ranks = jnp.argsort(jnp.argsort(-order, -1), -1)
     return ranks < sizes[:, None]  # the `size` largest normal draws are kept
 
 
-def _coalitions(samples: ArrayLike, n_samples: int, x: jax.Array) -> jax.Array:
+def _coalitions(samples: ArrayLike, n_samples: int, x: jax.Array,
+                features: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The coalitions ``(N, B, T)`` as the model sees them (padding kept) and as the fit
+    sees them (padding 0, a column the least-squares solution leaves at 0)."""
     samples = jnp.asarray(samples)
     if samples.shape != (n_samples, *x.shape[:2]):
         raise ValueError(f"samples must be 0/1 coalitions of shape (n_samples, B, T) = "
                          f"{(n_samples, *x.shape[:2])}; got {samples.shape}.")
-    return samples.astype(x.dtype)
+    z = samples.astype(x.dtype)
+    return jnp.where(features[None], z, 1.0), jnp.where(features[None], z, 0.0)
 
 
 def _evaluate_coalitions(forward, x, mask, samples, *, baseline, target, chunk_size):
@@ -118,7 +139,7 @@ def _weighted_fit(z: jax.Array, y: jax.Array, w: jax.Array) -> jax.Array:
 
 
 def _attribution(coefficients, x, mask, reduction):
-    attr = jnp.broadcast_to(coefficients[..., None], x.shape)
+    attr = jnp.broadcast_to(jnp.where(mask.astype(bool), coefficients, 0.0)[..., None], x.shape)
     return Attribution(attr, reduce_tokens(attr, mask, reduction=reduction), None, reduction)
 
 
@@ -144,7 +165,8 @@ def lime(
       mask: ``(B, T)`` bool/int, nonzero at real tokens.
       key: JAX PRNG key of the coalitions (each token kept with probability 1/2).
       n_samples: coalitions per example (>= 2).
-      samples: instead of `key`, the coalitions ``(n_samples, B, T)`` (1 = kept).
+      samples: instead of `key`, the coalitions ``(n_samples, B, T)`` (1 = kept; columns
+        outside the mask are ignored).
       baseline: what a removed token becomes (broadcastable to ``x``); ``None`` = zeros.
       target: output index per example ``(B,)`` or scalar; ``None`` = predicted class.
       kernel_width: width w of the similarity kernel exp(-d^2 / (2 w^2)) over the cosine
@@ -170,17 +192,20 @@ def lime(
     if samples is None:
         samples = jnp.swapaxes(jax.vmap(lambda k: lime_coalitions(k, n_samples, x.shape[1]))(
             jax.random.split(key, x.shape[0])), 0, 1)
-    z = _coalitions(samples, n_samples, x)
+    features = mask.astype(bool)
+    z, z_fit = _coalitions(samples, n_samples, x, features)
     baseline, target, y = _evaluate_coalitions(f, x, mask, z, baseline=baseline,
                                                target=target, chunk_size=chunk_size)
-    perturbed = baseline[None] + z[..., None] * (x - baseline)[None]  # (N, B, T, E)
-    flat, flat_x = perturbed.reshape(*z.shape[:2], -1), x.reshape(x.shape[0], -1)
+    # the distance is the example's alone: its tokens, not the padding of its batch
+    tokens = features[..., None].astype(x.dtype)
+    perturbed = (baseline[None] + z[..., None] * (x - baseline)[None]) * tokens[None]
+    flat, flat_x = perturbed.reshape(*z.shape[:2], -1), (x * tokens).reshape(x.shape[0], -1)
     # torch's cosine similarity: each norm clamped at 1e-8 (an all-removed input has 0).
     norms = (jnp.maximum(jnp.linalg.norm(flat, axis=-1), 1e-8)
              * jnp.maximum(jnp.linalg.norm(flat_x, axis=-1), 1e-8)[None])
     cosine = jnp.sum(flat * flat_x[None], -1) / norms
     weights = jnp.exp(-((1 - cosine) ** 2) / (2 * kernel_width ** 2))  # (N, B)
-    coefficients = jax.vmap(_weighted_fit, in_axes=(1, 1, 1))(z, y, weights)  # (B, T)
+    coefficients = jax.vmap(_weighted_fit, in_axes=(1, 1, 1))(z_fit, y, weights)  # (B, T)
     return _attribution(coefficients, x, mask, reduction)
 
 
@@ -195,15 +220,20 @@ def shapley_kernel_weights(coalitions: ArrayLike) -> jax.Array:
     return (m - 1) / (jnp.exp(log_binom) * k * (m - k))
 
 
-def _constrained_fit(z, y, w, full, empty):
-    """Least squares of y - empty on z, weights w, with coefficients summing to
-    full - empty: the last coefficient is eliminated (one example)."""
+def _constrained_fit(z, y, w, full, empty, features):
+    """Least squares of y - empty on z, weights w, with the coefficients of the features
+    summing to full - empty: the last feature's coefficient is eliminated (one example;
+    z is 0 outside the features)."""
     gap = full - empty
-    design = z[:, :-1] - z[:, -1:]
-    response = y - empty - z[:, -1] * gap
+    columns = jnp.arange(z.shape[1])
+    last = jnp.max(jnp.where(features, columns, 0))
+    others = features & (columns != last)
+    design = jnp.where(others, z - z[:, last, None], 0.0)
+    response = y - empty - z[:, last] * gap
     root = jnp.sqrt(w)
-    head, *_ = jnp.linalg.lstsq(design * root[:, None], response * root)
-    return jnp.concatenate([head, (gap - jnp.sum(head))[None]])
+    solution, *_ = jnp.linalg.lstsq(design * root[:, None], response * root)
+    solution = jnp.where(others, solution, 0.0)
+    return solution.at[last].set(gap - jnp.sum(solution))
 
 
 def kernel_shap(
@@ -229,7 +259,8 @@ def kernel_shap(
       key: JAX PRNG key of the coalitions (Captum's sampler, see the module).
       n_samples: coalitions per example including the full and the empty one, which
         Captum spends on the constraints (>= 3).
-      samples: instead of `key`, the ``(n_samples - 2, B, T)`` sampled coalitions.
+      samples: instead of `key`, the ``(n_samples - 2, B, T)`` sampled coalitions (columns
+        outside the mask are ignored).
       weights: ``(n_samples - 2, B)`` regression weights (default 1: the sampler already
         follows the Shapley kernel); :func:`shapley_kernel_weights` for enumerated ones.
       baseline: what a removed token becomes (broadcastable to ``x``); ``None`` = zeros.
@@ -253,11 +284,12 @@ def kernel_shap(
     batch, m = x.shape[:2]
     drawn = n_samples - 2
     if m < 2:
-        raise ValueError(f"KernelShap needs at least 2 tokens (features); got {m}.")
+        raise ValueError(f"KernelShap needs inputs at least 2 tokens wide; got {m}.")
+    features = mask.astype(bool)
     if samples is None:
-        samples = jnp.swapaxes(jax.vmap(lambda k: kernel_shap_coalitions(k, drawn, m))(
-            jax.random.split(key, batch)), 0, 1)
-    z = _coalitions(samples, drawn, x)
+        samples = jnp.swapaxes(jax.vmap(lambda k, row: kernel_shap_coalitions(k, drawn, m, row))(
+            jax.random.split(key, batch), features), 0, 1)
+    z, z_fit = _coalitions(samples, drawn, x, features)
     weights = jnp.ones(z.shape[:2], x.dtype) if weights is None else jnp.asarray(weights,
                                                                                x.dtype)
     if weights.shape != z.shape[:2]:
@@ -267,6 +299,6 @@ def kernel_shap(
                                                target=target, chunk_size=chunk_size)
     full = target_outputs(f, x, (mask,), target)
     empty = target_outputs(f, baseline, (mask,), target)
-    coefficients = jax.vmap(_constrained_fit, in_axes=(1, 1, 1, 0, 0))(z, y, weights, full,
-                                                                        empty)
+    coefficients = jax.vmap(_constrained_fit, in_axes=(1, 1, 1, 0, 0, 0))(
+        z_fit, y, weights, full, empty, features)
     return _attribution(coefficients, x, mask, reduction)

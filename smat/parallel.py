@@ -15,6 +15,9 @@ line applies ``--devices``; :func:`resolve_mesh` picks between them.
 Multi-host (a TPU pod slice, several GPU nodes): every process runs the same program on
 the same global batches (the batch order is a function of seed and epoch only) after
 :func:`initialize_distributed`; each process places only the shards of its own devices.
+A teacher's training rows can instead be dealt out into data shards
+(:class:`smat.data.DataShards`): each process then holds only its own rows of every
+global batch (``shard_batch(..., process_local=True)``).
 
 Example:
   >>> mesh = data_mesh()  # every device
@@ -44,6 +47,7 @@ __all__ = [
     "finish_distributed",
     "initialize_distributed",
     "is_primary",
+    "process_max",
     "replicate",
     "resolve_mesh",
     "shard_batch",
@@ -124,7 +128,8 @@ def _place(x: Any, sharding: NamedSharding) -> jax.Array:
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
-def shard_batch(tree: PyTree, mesh: Mesh, *, axis: int = 0) -> PyTree:
+def shard_batch(tree: PyTree, mesh: Mesh, *, axis: int = 0,
+                process_local: bool = False) -> PyTree:
     """Split every array of `tree` along `axis` (its example axis) over the mesh's data axis.
 
     Every leaf gets ``NamedSharding(mesh, P(None,) * axis + ("data",))``: device i holds
@@ -135,6 +140,9 @@ def shard_batch(tree: PyTree, mesh: Mesh, *, axis: int = 0) -> PyTree:
       tree: a pytree of arrays that share the example axis, e.g. ``Encoded`` or a dict batch.
       mesh: a mesh with a ``"data"`` axis (:func:`data_mesh`).
       axis: the example axis (1 for seed-stacked batches ``(S, B, ...)``).
+      process_local: every leaf holds only this process's rows of the global batch (its
+        devices' rows, in their order; :class:`smat.data.DataShards`), and the global batch
+        is assembled from every process's (``jax.make_array_from_process_local_data``).
 
     Returns:
       The same pytree of ``jax.Array``s, sharded.
@@ -145,6 +153,9 @@ def shard_batch(tree: PyTree, mesh: Mesh, *, axis: int = 0) -> PyTree:
     """
     devices = mesh.shape[DATA_AXIS]
     sharding = NamedSharding(mesh, P(*(None,) * axis, DATA_AXIS))
+    assemble = process_local and not sharding.is_fully_addressable
+    if assemble:  # each process holds the rows of its own devices
+        devices = len(mesh.local_devices)
 
     def place(path, leaf):
         name = jax.tree_util.keystr(path) or "the batch"
@@ -158,9 +169,22 @@ def shard_batch(tree: PyTree, mesh: Mesh, *, axis: int = 0) -> PyTree:
                 f"which does not divide over {devices} devices; use a batch size that is a "
                 f"multiple of {devices} (e.g. {devices * max(1, math.ceil(shape[axis] / devices))})"
                 f" or fewer devices")
+        if assemble:
+            return jax.make_array_from_process_local_data(sharding, np.asarray(leaf))
         return _place(leaf, sharding)
 
     return jax.tree_util.tree_map_with_path(place, tree)
+
+
+def process_max(value: int) -> int:
+    """The largest of every process's `value` (one all-gather; `value` itself in a
+    one-process run): what processes that hold different rows agree on, such as the
+    length a global batch is cut to."""
+    if jax.process_count() == 1:
+        return value
+    from jax.experimental import multihost_utils
+
+    return int(np.max(multihost_utils.process_allgather(np.asarray(value, np.int32))))
 
 
 def replicate(tree: PyTree, mesh: Mesh) -> PyTree:

@@ -194,8 +194,8 @@ def _lime(b: BatchInputs) -> jax.Array:
 
 
 def _kernel_shap(b: BatchInputs) -> jax.Array:
-    samples = jax.vmap(lambda key: baselines.kernel_shap_coalitions(
-        key, SURROGATE_SAMPLES - 2, b.x.shape[1]))(b.keys)
+    samples = jax.vmap(lambda key, tokens: baselines.kernel_shap_coalitions(
+        key, SURROGATE_SAMPLES - 2, b.x.shape[1], tokens))(b.keys, jnp.asarray(b.mask, bool))
     return baselines.kernel_shap(b.f, b.x, b.mask, samples=jnp.swapaxes(samples, 0, 1),
                                  n_samples=SURROGATE_SAMPLES, target=b.target).saliency.scores
 
@@ -242,7 +242,9 @@ class ExplainerSpec:
         before the softmax of the explanation loss (the authors' explainer defaults: 0.1
         for input x gradient, 0.5 for integrated gradients, 1 otherwise).
       batch_independent: its scores for a row need the row's data-set index (``row_ids``)
-        rather than the batch's other rows, and run on uncut batches.
+        rather than the batch's other rows.
+      full_width: its random draws depend on the batch's width too, so it explains uncut
+        batches (every row padded to the data set's length).
       attackable: differentiable in the embeddings and needs nothing but ``f``, x, mask,
         target and IG's settings (:meth:`BatchInputs.of_embeddings`): the attacks on
         explanations (``smat.evaluation.attacks``) move it.
@@ -259,6 +261,7 @@ class ExplainerSpec:
     student_beta: float | None = None
     teacher_temperature: float = 1.0
     batch_independent: bool = False
+    full_width: bool = False
     attackable: bool = False
     images: bool = True
 
@@ -297,7 +300,7 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                           "summed over the embedding (Captum DeepLiftShap)"),
     ExplainerSpec(name="smoothgrad", scores=_smoothgrad, needs_gradients=True,
                   student_beta=0.2,
-                  batch_independent=True,
+                  batch_independent=True, full_width=True,
                   summary=f"gradient L2 averaged over {SMOOTHGRAD_SAMPLES} noisy copies of "
                           f"the word embeddings, stdevs {SMOOTHGRAD_NOISE}, noise seeded per "
                           "row (Captum NoiseTunnel(Saliency), smoothgrad)"),
@@ -316,15 +319,17 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
     ExplainerSpec(name="lime", scores=_lime, needs_gradients=False,
                   student_beta=0.2, kind="attribution",
                   batch_independent=True,
-                  summary=f"Lime over tokens: {SURROGATE_SAMPLES} coalitions per row (each "
-                          "token zeroed with probability 1/2, seeded per row), cosine "
-                          "kernel, weighted least squares (Captum Lime, linear surrogate)"),
+                  summary=f"Lime over tokens: {SURROGATE_SAMPLES} coalitions of each row's "
+                          "own tokens (each zeroed with probability 1/2, seeded per row), "
+                          "cosine kernel, weighted least squares (Captum Lime on the row "
+                          "alone, linear surrogate)"),
     ExplainerSpec(name="kernel_shap", scores=_kernel_shap, needs_gradients=False,
                   student_beta=0.2,
                   kind="attribution", batch_independent=True,
-                  summary=f"KernelShap over tokens: {SURROGATE_SAMPLES} coalitions per row "
-                          "from Captum's sampler (seeded per row), constrained to sum to "
-                          "f(x) - f(zero embeddings) (Captum KernelShap)"),
+                  summary=f"KernelShap over tokens: {SURROGATE_SAMPLES} coalitions of each "
+                          "row's own tokens from Captum's sampler (seeded per row), "
+                          "constrained to sum to f(x) - f(zero embeddings) (Captum "
+                          "KernelShap on the row alone)"),
     ExplainerSpec(name="occlusion", scores=_occlusion, needs_gradients=False,
                   student_beta=0.2, kind="attribution", images=False,
                   summary="the same drop for windows of 3 tokens, stride 1, averaged over "
@@ -341,7 +346,7 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
                   needs_full_attention=True, images=False,
                   summary="attention rollout (Abnar & Zuidema 2020) of the full attention"),
     ExplainerSpec(name="random", scores=_random, needs_gradients=False,
-                  batch_independent=True,
+                  batch_independent=True, full_width=True,
                   summary="seeded uniform scores per row (the baseline every metric needs)"),
 )}
 """The static explainers, by name."""
@@ -425,6 +430,7 @@ def _ensemble_spec(name: str) -> ExplainerSpec:
         name=name, scores=scores, needs_gradients=any(s.needs_gradients for s in specs),
         needs_full_attention=any(s.needs_full_attention for s in specs),
         batch_independent=any(s.batch_independent for s in specs),
+        full_width=any(s.full_width for s in specs),
         images=all(s.images for s in specs),
         summary=f"mean of {', '.join(members)}, each normalized to sum 1 ({normalization})")
 

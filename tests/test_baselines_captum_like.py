@@ -92,13 +92,15 @@ CLASSES = {  # class -> (its Captum-named call, the pure core's call)
             forward, interpretable_model=baselines.SkLearnLinearRegression()).attribute(
             x, baselines=None, target=1, additional_forward_args=(m,), feature_mask=TOKENS,
             n_samples=30, perturbations_per_eval=5, return_input_shape=True, key=KEY),
-        lambda x, m: baselines.lime(forward, x, m, key=KEY, n_samples=30, target=1,
-                                    chunk_size=5).attributions),
+        # Captum knows no mask: the model gets it, every token is a feature of the coalitions
+        lambda x, m: baselines.lime(lambda z, _: forward(z, m), x, jnp.ones_like(m), key=KEY,
+                                    n_samples=30, target=1, chunk_size=5).attributions),
     "KernelShap": (
         lambda x, m: baselines.KernelShap(forward).attribute(
             x, target=1, additional_forward_args=(m,), feature_mask=TOKENS, n_samples=20,
             perturbations_per_eval=4, key=KEY),
-        lambda x, m: baselines.kernel_shap(forward, x, m, key=KEY, n_samples=20, target=1,
+        lambda x, m: baselines.kernel_shap(lambda z, _: forward(z, m), x, jnp.ones_like(m),
+                                           key=KEY, n_samples=20, target=1,
                                            chunk_size=4).attributions),
     "NoiseTunnel": (
         lambda x, m: baselines.NoiseTunnel(baselines.IntegratedGradients(forward)).attribute(

@@ -1,4 +1,5 @@
-"""Tests for smat.data.batching: take, epoch order and resumable batch iteration."""
+"""Tests for smat.data.batching: take, epoch order, resumable batch iteration and data
+shards."""
 
 from typing import NamedTuple
 
@@ -6,11 +7,16 @@ import numpy as np
 import pytest
 
 from smat.data.batching import (
+    DataShards,
+    batches_per_epoch,
+    epoch_batches,
     epoch_order,
     iterate_batches,
     length_sorted_batches,
     num_batches,
+    owned_shards,
     padded_length,
+    shard_positions,
     take,
 )
 from smat.data.tokenization import Encoded
@@ -120,3 +126,43 @@ def test_length_sorted_batches_cover_each_row_once_in_length_order():
     assert np.all(last_rows[last_count:] == last_rows[0])
     with pytest.raises(ValueError, match="batch_size must be a positive int"):
         length_sorted_batches(mask, batch_size=0)
+
+
+def _shards(data, owned, num_shards):
+    n = len(data.labels)
+    return DataShards(tuple(take(data, shard_positions(n, s, num_shards)) for s in owned),
+                      tuple(owned), num_shards, n)
+
+
+def test_data_shards_give_the_same_global_batches_however_many_processes_hold_them():
+    """Two processes holding one shard each, or one holding both: process 0's rows then
+    process 1's are the one process's batch; every batch takes B / S rows of each shard,
+    no row twice in an epoch, and a resumed epoch goes on with the same batches."""
+    data = _encoded(n=51)
+    whole = _shards(data, (0, 1, 2), 3)
+    assert batches_per_epoch(whole, batch_size=6) == 17 // 2 == 8
+    for epoch in (0, 1):
+        one = _rows(epoch_batches(whole, batch_size=6, seed=4, epoch=epoch))
+        split = [_rows(epoch_batches(_shards(data, owned, 3), batch_size=6, seed=4,
+                                     epoch=epoch)) for owned in ((0,), (1,), (2,))]
+        assert one == [a + b + c for a, b, c in zip(*split, strict=True)]
+        assert all([row % 3 for row in batch] == [0, 0, 1, 1, 2, 2] for batch in one)
+        seen = [row for batch in one for row in batch]
+        assert len(seen) == len(set(seen)) == 48
+        assert _rows(epoch_batches(whole, batch_size=6, seed=4, epoch=epoch,
+                                   start_batch=5)) == one[5:]
+    assert one != _rows(epoch_batches(whole, batch_size=6, seed=4, epoch=0))
+    # the shards' batches are not the split's: a run records its number of shards
+    assert one != _rows(epoch_batches(data, batch_size=6, seed=4, epoch=1))
+
+
+def test_data_shards_are_checked():
+    assert owned_shards(4, 1, 2) == (2, 3)
+    with pytest.raises(ValueError, match="--data-shards 3 must be a positive multiple of "
+                                         "the number of processes, 2"):
+        owned_shards(3, 0, 2)
+    with pytest.raises(ValueError, match="data shard 1 of 2 holds 5 rows; a split of 9 "
+                                         "gives it 4"):
+        DataShards((_encoded(n=5),), (1,), 2, 9)
+    with pytest.raises(ValueError, match="batch size 5 must be a multiple of --data-shards 2"):
+        batches_per_epoch(_shards(_encoded(n=9), (0, 1), 2), batch_size=5)

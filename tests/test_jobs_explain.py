@@ -1,5 +1,6 @@
 """Tests for smat.jobs.explain: explanations by name over a tokenized data set."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -29,8 +30,14 @@ def test_length_sorted_cut_batches_equal_one_uncut_call(monkeypatch):
     from smat import registry
 
     graphdef, params = functional.split(tiny_classifier(seed=6))
+    # weights large enough that the model is far from linear in a coalition, so that Lime's
+    # and KernelShap's coefficients follow their draws
+    params = jax.tree.map(lambda p: 4 * p, params)
     data = synthetic_encoded(23, seq_len=40, seed=7)
-    names = ["gradient", "integrated_gradients", "attention_all", "attention_rollout"]
+    # Lime, KernelShap and GradientShap are seeded per row and draw nothing per column of
+    # padding, so they too run on cut batches
+    names = ["gradient", "integrated_gradients", "attention_all", "attention_rollout", "lime",
+             "kernel_shap", "gradient_shap"]
     uncut = registry.static_scores
     widths = []
 
@@ -44,7 +51,8 @@ def test_length_sorted_cut_batches_equal_one_uncut_call(monkeypatch):
                                              length_multiple=8)
     inputs = (data.input_ids, data.attention_mask, data.token_type_ids)
     for name in names:
-        reference = np.asarray(uncut(graphdef, params, *inputs, name=name, ig_steps=8))
+        reference = np.asarray(uncut(graphdef, params, *inputs, name=name, ig_steps=8,
+                                     row_ids=np.arange(23)))
         np.testing.assert_allclose(scores[name], reference, rtol=1e-5, atol=1e-6, err_msg=name)
     logits = functional.apply(graphdef, params, inputs[0], attention_mask=inputs[1],
                               token_type_ids=inputs[2], attention="none").logits

@@ -350,3 +350,43 @@ def test_finished_runs_keep_what_later_commands_need_and_no_resume_state(tiny_te
         "label_names"]
     assert (model_store.saved_params_fingerprint(kept[0] / "model")
             != model_store.saved_params_fingerprint(kept[1] / "model"))
+
+
+def test_a_process_tokenizes_only_its_data_shards_of_the_teacher_rows(csv_data, monkeypatch):
+    """Process 1 of 2 with 4 data shards holds shards 2 and 3 of the teacher's training
+    rows, equal to those rows of the whole tokenization, and tokenizes no other training
+    row; the other parts are the whole tokenization's."""
+    from transformers import AutoTokenizer
+
+    from smat.data import DataShards, protocol, shard_positions, take
+    from smat.models import minilm_path
+
+    config = DataConfig(source=str(csv_data), text_column="sentence", label_column="sentiment",
+                        max_len=16, student_validation_size=40, student_test_size=40)
+    dataset = load_examples(config)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    whole = protocol.protocol_data(config, dataset, tokenizer)
+    tokenized = []
+    original = protocol.tokenize_with_stats
+
+    def counting(data, *args, **kwargs):
+        tokenized.append(len(data))
+        return original(data, *args, **kwargs)
+
+    monkeypatch.setattr(protocol, "tokenize_with_stats", counting)
+    parts = protocol.protocol_data(config, dataset, tokenizer, data_shards=4, process=1,
+                                   num_processes=2)
+    held = parts.teacher_train
+    size = len(whole.teacher_train.labels)
+    assert isinstance(held, DataShards) and held.shard_ids == (2, 3)
+    assert (held.num_shards, held.num_examples) == (4, size)
+    for rows, shard in zip(held.shards, held.shard_ids, strict=True):
+        expected = take(whole.teacher_train, shard_positions(size, shard, 4))
+        for a, b in zip(rows, expected, strict=True):
+            np.testing.assert_array_equal(a, b)
+    for ours, theirs in zip(parts[1:5], whole[1:5], strict=True):
+        for a, b in zip(ours, theirs, strict=True):
+            np.testing.assert_array_equal(a, b)
+    others = sum(len(part.labels) for part in whole[1:5])
+    assert sum(tokenized) == others + len(shard_positions(size, 2, 4)) + len(
+        shard_positions(size, 3, 4)) < len(dataset)

@@ -4,17 +4,24 @@ Data flows: a source (`load_dataset` for any Hugging Face `datasets` source, `lo
 the built-in offline corpora, `load_eraser` / `load_mlqe` for data with human word-level
 annotations) -> `TextDataset` -> split indices (`train_validation_test_split`, `smat_split`,
 `student_split`, `teacher_split`) -> `TextDataset.select` -> `tokenize` -> `Encoded` numpy arrays ->
-`iterate_batches`. `rationales` aligns word / character annotations with sub-word tokens.
+`iterate_batches` (or, split into per-process data shards, `DataShards` -> `epoch_batches`).
+`rationales` aligns word / character annotations with sub-word tokens.
 Images: `load_images` (class folders, `.npz`, Hugging Face) -> `ImageDataset` ->
 `preprocess_images` (a ViT's input size and normalisation), or `PatchLayout.encode` ->
 `Encoded` patch tokens that the training path moves as it moves token rows.
 """
 
+from smat.data.batching import DataShards as DataShards
+from smat.data.batching import batches_per_epoch as batches_per_epoch
+from smat.data.batching import epoch_batches as epoch_batches
 from smat.data.batching import epoch_order as epoch_order
 from smat.data.batching import iterate_batches as iterate_batches
 from smat.data.batching import length_sorted_batches as length_sorted_batches
 from smat.data.batching import num_batches as num_batches
+from smat.data.batching import owned_shards as owned_shards
 from smat.data.batching import padded_length as padded_length
+from smat.data.batching import shard_positions as shard_positions
+from smat.data.batching import split_size as split_size
 from smat.data.batching import take as take
 from smat.data.corpus import available_corpora as available_corpora
 from smat.data.corpus import load_corpus as load_corpus
@@ -55,6 +62,7 @@ from smat.data.tokenization import tokenize_texts as tokenize_texts
 from smat.data.tokenization import tokenize_with_stats as tokenize_with_stats
 
 __all__ = [
+    "DataShards",
     "Encoded",
     "ImageDataset",
     "PatchLayout",
@@ -67,8 +75,10 @@ __all__ = [
     "TokenizeStats",
     "TruncationWarning",
     "available_corpora",
+    "batches_per_epoch",
     "char_spans_to_token_mask",
     "encode_labels",
+    "epoch_batches",
     "epoch_order",
     "iterate_batches",
     "length_sorted_batches",
@@ -79,14 +89,17 @@ __all__ = [
     "load_images",
     "load_mlqe",
     "num_batches",
+    "owned_shards",
     "pad_word_masks",
     "padded_length",
     "patch_tokens",
     "pixels_of_patch_tokens",
     "preprocess_images",
+    "shard_positions",
     "shuffled_tokens",
     "smat_split",
     "spans_to_word_mask",
+    "split_size",
     "student_split",
     "students_from_teacher_rows",
     "teacher_split",

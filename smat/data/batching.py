@@ -4,14 +4,22 @@ The batch order of an epoch is a pure function of (seed, epoch): an interrupted 
 resumes at epoch e (and, optionally, batch b via `start_batch`) sees exactly the batches it
 would have seen without the interruption. Works for `Encoded` and for any NamedTuple whose
 fields share their leading dimension (e.g. inputs with teacher predictions attached).
+
+A split can also be dealt out into data shards (:class:`DataShards`: row i of the split
+to shard i mod S), of which each process of a multi-process run holds and tokenizes only
+its own block (:func:`owned_shards`). Every global batch then takes B / S rows of each
+shard, in the shard's own order of (seed, epoch, shard): the batches depend on S, not on
+how many processes hold the shards, so one process holding all S shards sees the global
+batches of S processes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from jaxtyping import Int
@@ -64,8 +72,8 @@ def num_batches(num_examples: int, *, batch_size: int, drop_last: bool = False) 
     return num_examples // batch_size if drop_last else math.ceil(num_examples / batch_size)
 
 
-def epoch_order(num_examples: int, *, seed: int, epoch: int,
-                shuffle: bool = True) -> Int[np.ndarray, " n"]:
+def epoch_order(num_examples: int, *, seed: int, epoch: int, shuffle: bool = True,
+                shard: int | None = None) -> Int[np.ndarray, " n"]:
     """The row order of one epoch: a permutation seeded by (seed, epoch) only.
 
     Args:
@@ -73,6 +81,7 @@ def epoch_order(num_examples: int, *, seed: int, epoch: int,
       seed: non-negative int, the run's data seed.
       epoch: non-negative int.
       shuffle: False returns 0..N-1.
+      shard: a data shard's number, seeding its own order (None: a whole split).
 
     Returns:
       (N,) int64 row indices.
@@ -85,8 +94,8 @@ def epoch_order(num_examples: int, *, seed: int, epoch: int,
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     if not shuffle:
         return np.arange(num_examples, dtype=np.int64)
-    rng = np.random.default_rng([int(seed), int(epoch)])
-    return rng.permutation(num_examples).astype(np.int64)
+    entropy = [int(seed), int(epoch)] + ([] if shard is None else [int(shard)])
+    return np.random.default_rng(entropy).permutation(num_examples).astype(np.int64)
 
 
 def iterate_batches(
@@ -185,3 +194,102 @@ def length_sorted_batches(attention_mask: np.ndarray, *,
         filled = np.concatenate([rows, np.full(batch_size - len(rows), rows[0])])
         batches.append((filled, len(rows)))
     return batches
+
+
+def owned_shards(num_shards: int, process: int, num_processes: int) -> tuple[int, ...]:
+    """The data shards that process `process` of `num_processes` holds: the process's
+    contiguous block of ``num_shards / num_processes``, so that the processes' rows of a
+    global batch come in the order of the mesh's devices (process 0's first).
+
+    Raises:
+      ValueError: `num_shards` is not a positive multiple of `num_processes`.
+    """
+    if num_shards < 1 or num_shards % num_processes:
+        raise ValueError(f"--data-shards {num_shards} must be a positive multiple of the "
+                         f"number of processes, {num_processes}")
+    per = num_shards // num_processes
+    return tuple(range(process * per, (process + 1) * per))
+
+
+def shard_positions(num_examples: int, shard: int, num_shards: int) -> np.ndarray:
+    """The positions in a split of N rows that data shard `shard` of `num_shards` holds:
+    every `num_shards`-th row from row `shard`."""
+    return np.arange(shard, num_examples, num_shards, dtype=np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataShards:
+    """This process's data shards of a split of `num_examples` rows dealt out over
+    `num_shards` shards (:func:`shard_positions`).
+
+    Attributes:
+      shards: the rows of each held shard (NamedTuples of arrays, e.g. ``Encoded``).
+      shard_ids: their shard numbers, ascending.
+      num_shards: S, the shards of the whole split.
+      num_examples: the rows of the whole split.
+
+    Raises:
+      ValueError: a held shard whose row count is not its share of the split.
+    """
+
+    shards: tuple[Any, ...]
+    shard_ids: tuple[int, ...]
+    num_shards: int
+    num_examples: int
+
+    def __post_init__(self) -> None:
+        if len(self.shards) != len(self.shard_ids) or not self.shards:
+            raise ValueError("DataShards needs one or more shards, one number per shard")
+        for rows, shard in zip(self.shards, self.shard_ids, strict=True):
+            wanted = len(shard_positions(self.num_examples, shard, self.num_shards))
+            if num_rows(rows) != wanted:
+                raise ValueError(f"data shard {shard} of {self.num_shards} holds "
+                                 f"{num_rows(rows)} rows; a split of {self.num_examples} "
+                                 f"gives it {wanted}")
+
+
+def split_size(data: NamedTuple | DataShards) -> int:
+    """The rows of the whole split (of every process, for data shards)."""
+    return data.num_examples if isinstance(data, DataShards) else num_rows(data)
+
+
+def batches_per_epoch(data: NamedTuple | DataShards, *, batch_size: int) -> int:
+    """The full batches of one epoch (:func:`epoch_batches`); of data shards, as many as
+    the smallest shard fills with its ``batch_size / num_shards`` rows each.
+
+    Raises:
+      ValueError: a batch size that is not a multiple of the number of data shards.
+    """
+    if not isinstance(data, DataShards):
+        return num_batches(num_rows(data), batch_size=batch_size, drop_last=True)
+    if batch_size % data.num_shards:
+        raise ValueError(f"the batch size {batch_size} must be a multiple of --data-shards "
+                         f"{data.num_shards}: every shard gives each batch the same rows")
+    smallest = len(shard_positions(data.num_examples, data.num_shards - 1, data.num_shards))
+    return smallest // (batch_size // data.num_shards)
+
+
+def epoch_batches(data: Rows | DataShards, *, batch_size: int, seed: int, epoch: int,
+                  start_batch: int = 0) -> Iterator[Rows]:
+    """The full batches of one epoch from `start_batch` on: of a split,
+    :func:`iterate_batches` (``drop_last``); of data shards, this process's rows of every
+    global batch: each held shard's next ``batch_size / num_shards`` rows in its order of
+    (seed, epoch, shard), the held shards' rows one after the other.
+
+    Raises:
+      ValueError: as :func:`iterate_batches` and :func:`batches_per_epoch`.
+    """
+    if not isinstance(data, DataShards):
+        return iterate_batches(data, batch_size=batch_size, seed=seed, epoch=epoch,
+                               drop_last=True, start_batch=start_batch)
+    count = batches_per_epoch(data, batch_size=batch_size)
+    per = batch_size // data.num_shards
+    orders = [epoch_order(num_rows(rows), seed=seed, epoch=epoch, shard=shard)
+              for rows, shard in zip(data.shards, data.shard_ids, strict=True)]
+
+    def batch(b: int) -> Rows:
+        parts = [take(rows, order[b * per:(b + 1) * per])
+                 for rows, order in zip(data.shards, orders, strict=True)]
+        return type(parts[0])(*(np.concatenate(fields) for fields in zip(*parts, strict=True)))
+
+    return (batch(b) for b in range(start_batch, count))

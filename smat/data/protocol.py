@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from smat.data.batching import take
+from smat.data.batching import DataShards, owned_shards, shard_positions, take
 from smat.data.corpus import load_corpus
 from smat.data.dataset import TextDataset
 from smat.data.images import ImageDataset, is_image_source, load_images
@@ -132,7 +132,7 @@ class DataConfig:
 class ProtocolData(NamedTuple):
     """Tokenized parts of one data set under the SMaT protocol (images as patch tokens)."""
 
-    teacher_train: Encoded
+    teacher_train: Encoded | DataShards  # this process's data shards of it, with data shards
     teacher_validation: Encoded
     student_train: Encoded
     student_validation: Encoded
@@ -218,7 +218,9 @@ def protocol_splits(config: DataConfig, dataset: TextDataset, *, num_examples: i
     return splits
 
 def protocol_data(config: DataConfig, dataset: TextDataset | ImageDataset, tokenizer: Any, *,
-                  num_examples: int = 1, student_pool: str = "held_out") -> ProtocolData:
+                  num_examples: int = 1, student_pool: str = "held_out",
+                  data_shards: int = 1, process: int = 0,
+                  num_processes: int = 1) -> ProtocolData:
     """Tokenize and split a data set; the teacher parts do not depend on num_examples.
 
     Args:
@@ -228,22 +230,38 @@ def protocol_data(config: DataConfig, dataset: TextDataset | ImageDataset, token
         :class:`smat.data.PatchLayout` (:func:`model_input_layout`).
       num_examples: student training size (a prefix of the student pool).
       student_pool: "held_out" or "teacher_train" (``StudentTrainConfig.student_pool``).
+      data_shards: more than 1: the teacher's training rows are dealt out over this many
+        data shards and only the shards of `process` (of `num_processes`;
+        :func:`smat.data.owned_shards`) are tokenized, as :class:`smat.data.DataShards`;
+        the other parts are tokenized alone.
 
     Raises:
       ValueError: num_examples larger than the student pool, empty or bad data (see
-        smat.data).
+        smat.data), or data shards that do not divide over the processes.
     """
-    if isinstance(dataset, ImageDataset):
-        encoded = tokenizer.encode(dataset)
-    else:
-        encoded, _ = tokenize_with_stats(dataset, tokenizer, max_len=config.max_len)
     splits = protocol_splits(config, dataset, num_examples=num_examples,
                              student_pool=student_pool)
-    return ProtocolData(take(encoded, splits.teacher_train),
-                        take(encoded, splits.teacher_validation),
-                        take(encoded, splits.student.train),
-                        take(encoded, splits.student.validation),
-                        take(encoded, splits.student.test), dataset)
+    parts = (splits.teacher_validation, splits.student.train, splits.student.validation,
+             splits.student.test)
+    if data_shards == 1:
+        encoded = _encode(config, dataset, tokenizer)
+        return ProtocolData(take(encoded, splits.teacher_train),
+                            *(take(encoded, rows) for rows in parts), dataset)
+    owned = owned_shards(data_shards, process, num_processes)
+    size = len(splits.teacher_train)
+    shards = tuple(_encode(config, dataset.select(
+        splits.teacher_train[shard_positions(size, shard, data_shards)]), tokenizer)
+        for shard in owned)
+    return ProtocolData(DataShards(shards, owned, data_shards, size),
+                        *(_encode(config, dataset.select(rows), tokenizer) for rows in parts),
+                        dataset)
+
+
+def _encode(config: DataConfig, dataset: TextDataset | ImageDataset, tokenizer: Any) -> Encoded:
+    """Every row of `dataset` as model inputs (texts tokenized at ``config.max_len``)."""
+    if isinstance(dataset, ImageDataset):
+        return tokenizer.encode(dataset)
+    return tokenize_with_stats(dataset, tokenizer, max_len=config.max_len)[0]
 
 def data_fingerprint(config: DataConfig) -> dict[str, str] | None:
     """The content fingerprint (:func:`file_fingerprint`) of each local

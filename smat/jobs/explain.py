@@ -95,8 +95,9 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
     Examples run through :func:`smat.models.inference.map_batches`: length-sorted batches,
     each cut to its longest row rounded up to `length_multiple`, so explainers never run on
     columns that are padding in every row (the scores there are 0, as everywhere on
-    padding). "random" runs on the uncut batch with the rows' data-set indices, so its
-    scores do not depend on the batching. With a `mesh` (or an ambient one, see
+    padding). The seeded explainers draw from the rows' data-set indices; "random" and
+    "smoothgrad", whose draws also depend on the width, run on the uncut batch, so no
+    scores depend on the batching. With a `mesh` (or an ambient one, see
     :func:`smat.parallel.resolve_mesh`) every batch is sharded over its devices and
     `batch_size` must be a multiple of their number.
 
@@ -139,9 +140,10 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
                 outputs[name] = registry.learned_scores(*args, learned[name].params,
                                                         explainer_config=learned[name].config)
                 continue
-            # batch-independent explainers see the uncut rows and their data-set indices,
-            # so their scores do not depend on how the rows are batched
-            source = full if registry.spec(name).batch_independent else batch
+            # every explainer sees the rows' data-set indices (row_ids); those whose random
+            # draws depend on the width see the uncut rows, so that no score depends on
+            # how the rows are batched
+            source = full if registry.spec(name).full_width else batch
             outputs[name] = registry.static_scores(
                 graphdef, params, source.input_ids, source.attention_mask,
                 source.token_type_ids, gold, name=name, ig_steps=ig_steps,

@@ -174,8 +174,8 @@ def explain(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, explain
     explained. Gradient = L2 norm of the gradient, Input x Gradient = the one-hot entry = the
     sum over the embedding, IG with b = 0 and right Riemann sums (their Eq. 2). Computed by
     :func:`smat.jobs.explain.explain_encoded`, the one way smat explains a data set: batches
-    cut to their longest row (rounded up to 16) like training, batch-independent explainers
-    on the uncut rows.
+    cut to their longest row (rounded up to 16) like training, seeded explainers seeded by
+    the rows' indices.
 
     Args:
       graphdef / params: the model (``smat.models.functional.split``).

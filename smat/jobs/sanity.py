@@ -103,7 +103,7 @@ def family_explanations(trained: model_store.TrainedModel, data: Encoded, family
                                          batch.attention_mask, batch.token_type_ids), axis=-1)
         outputs = {}
         for name in names:
-            source = full if registry.spec(name).batch_independent else batch
+            source = full if registry.spec(name).full_width else batch
             args = (source.input_ids, source.attention_mask, source.token_type_ids)
             outputs[name] = _family_scores(graphdef, family, *args, target, name=name,
                                            ig_steps=explain.ig_steps, row_ids=rows)

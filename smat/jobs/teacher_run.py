@@ -11,14 +11,16 @@ smat trained.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 from flax import nnx
 
-from smat.data import PatchLayout
+from smat.data import DataShards, PatchLayout, split_size
 from smat.data.protocol import (
     DataConfig,
     ProtocolData,
@@ -108,7 +110,8 @@ def run_teacher(
         parts, models, tokenizer, layout = _teacher_setup(data, model,
                                                   [seeds[i] for i in todo],
                                                   [folders[i] for i in todo],
-                                                  [records[i] for i in todo])
+                                                  [records[i] for i in todo],
+                                                  data_shards=train.data_shards)
         results = train_teacher(models, parts.teacher_train, parts.teacher_validation,
                                 task=data.task, config=train, seeds=[seeds[i] for i in todo],
                                 output_dir=[folders[i] / "checkpoints" for i in todo],
@@ -147,10 +150,12 @@ def write_cartography(run_dir: str | Path, *, seed: int | None = None) -> dict[s
 
 
 def _teacher_setup(data: DataConfig, model: ModelSource, seeds: Sequence[int],
-                   folders: Sequence[Path], records: Sequence[TeacherRecord]):
+                   folders: Sequence[Path], records: Sequence[TeacherRecord], *,
+                   data_shards: int):
     """Load the data and one pretrained model per seed; once they load, write each run's
     `config.json` (a bad input never leaves a run folder behind). Also returns what turns
-    the examples into model inputs (:func:`model_input_layout`)."""
+    the examples into model inputs (:func:`model_input_layout`). With `data_shards` > 1
+    this process tokenizes only its shards of the training rows, and says which."""
     dataset = load_examples(data)
     num_labels = dataset.num_labels if data.task == "classification" else 1
     loaded = [start_model(model, task=data.task, num_labels=num_labels, seed=seed)
@@ -162,7 +167,13 @@ def _teacher_setup(data: DataConfig, model: ModelSource, seeds: Sequence[int],
                          f"{'a text encoder' if data.is_image else 'a ViT'}")
     layout = model_input_layout(loaded[0][0], tokenizer,
                                 _image_normalisation(Path(model.path)))
-    parts = protocol_data(data, dataset, layout)
+    parts = protocol_data(data, dataset, layout, data_shards=data_shards,
+                          process=jax.process_index(), num_processes=jax.process_count())
+    if isinstance(parts.teacher_train, DataShards):
+        held = sum(len(shard.labels) for shard in parts.teacher_train.shards)
+        print(f"teacher: process {jax.process_index()} holds data shards "
+              f"{list(parts.teacher_train.shard_ids)} of {data_shards}: {held} of "
+              f"{split_size(parts.teacher_train)} training rows", file=sys.stderr)
     for folder, record in zip(folders, records, strict=True):
         write_record(folder, record)
     return parts, [m for m, _ in loaded], tokenizer, layout
@@ -204,7 +215,7 @@ def _finish_teacher(output_dir: Path, data: DataConfig, parts: ProtocolData, mod
     record = {
         "test": test, "validation": result.best_validation, "best_step": result.best_step,
         "steps": result.steps, "train_seconds": round(result.seconds, 1),
-        "sizes": {"teacher_train": int(len(parts.teacher_train.labels)),
+        "sizes": {"teacher_train": split_size(parts.teacher_train),
                   "teacher_validation": int(len(parts.teacher_validation.labels)),
                   "test": int(len(parts.student_test.labels))},
         "label_names": list(parts.dataset.label_names or []),

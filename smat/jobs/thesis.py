@@ -15,9 +15,8 @@ tokens, then average (§3.4). Signed scores cannot sum to 1 as they are, so both
 registry's normalizations are reported: absolute values first (``ensemble:``, ranking by
 magnitude) and the row minimum subtracted (``ensemble_shift:``, keeping each member's signed
 order). They are computed from the members' stored scores with the function behind those
-registry names. Explanations run in length-sorted batches each cut to its longest row,
-Lime / KernelSHAP / random too (their per-row seeds are the rows' indices; ``smat explain``
-runs those three on uncut rows).
+registry names. Explanations run as ``smat explain`` runs them: length-sorted batches each
+cut to its longest row, the seeded explainers seeded by the rows' indices.
 """
 
 from __future__ import annotations
@@ -119,7 +118,7 @@ def explain_rows(trained: model_store.TrainedModel, data: Encoded, name: str, *,
                  ig_steps: int, batch_size: int) -> np.ndarray:
     """(N, T) scores of one registry explainer for the predicted class
     (:func:`smat.jobs.explain.explain_encoded`: length-sorted batches each cut to its
-    longest row, batch-independent explainers on the uncut rows with their indices)."""
+    longest row, seeded explainers seeded by the rows' indices)."""
     graphdef, params = functional.split(trained.model)
     scores, _, _ = explain_encoded(graphdef, params, data, [name], task=trained.info["task"],
                                    ig_steps=ig_steps, batch_size=batch_size)

@@ -32,8 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from smat.data import iterate_batches, num_batches
-from smat.data.batching import num_rows
+from smat.data import DataShards, batches_per_epoch, epoch_batches, split_size
 from smat.parallel import commit, replicate, resolve_mesh, shard_batch
 from smat.store import checkpoint
 from smat.store.run_log import MetricsWriter, check_finite, mean_metrics
@@ -257,8 +256,9 @@ def fit(
         own copies of the best parameters.
       step: ``(state, batch) -> (state, metrics)``, usually jitted; every metric has shape
         (S,).
-      trains: one training split per seed (NamedTuples of equally long arrays), all of one
-        size, batched by :func:`smat.data.iterate_batches` with ``drop_last=True``.
+      trains: one training split per seed (NamedTuples of equally long arrays, or this
+        process's :class:`smat.data.DataShards` of it), all of one size, in the full
+        batches of :func:`smat.data.epoch_batches`.
       stack: ``(rows, step) -> batch``: the seeds' batches of rows (one per seed) at the
         given step (steps taken so far) as `step`'s batch, each leaf with a leading seed
         axis (e.g. trimmed to one length and stacked).
@@ -290,11 +290,11 @@ def fit(
       RuntimeError: a non-finite metric (naming the step range).
     """
     seeds, output_dirs = list(seeds), [Path(d) for d in output_dirs]
-    steps_per_epoch = num_batches(num_rows(trains[0]), batch_size=settings.batch_size,
-                                  drop_last=True)
+    steps_per_epoch = batches_per_epoch(trains[0], batch_size=settings.batch_size)
     if steps_per_epoch == 0:
-        raise ValueError(f"the training split has {num_rows(trains[0])} examples, fewer than "
-                         f"one batch of {settings.batch_size}")
+        raise ValueError(f"the training split has {split_size(trains[0])} examples, fewer "
+                         f"than one batch of {settings.batch_size}")
+    process_local = isinstance(trains[0], DataShards)
     total_steps = steps_per_epoch * settings.max_epochs
     eval_every = max(steps_per_epoch // settings.evals_per_epoch, 1)
     last = checkpoint_dir(output_dirs, seeds) / "last"
@@ -338,8 +338,8 @@ def fit(
             _STEPPING.set()
         for epoch in range(current // steps_per_epoch, settings.max_epochs):
             skip = current - epoch * steps_per_epoch
-            orders = [iterate_batches(data, batch_size=settings.batch_size, seed=seed,
-                                      epoch=epoch, drop_last=True, start_batch=skip)
+            orders = [epoch_batches(data, batch_size=settings.batch_size, seed=seed,
+                                    epoch=epoch, start_batch=skip)
                       for data, seed in zip(trains, seeds, strict=True)]
             for rows in zip(*orders, strict=True):
                 if STOP.is_set():
@@ -349,7 +349,7 @@ def fit(
                     raise KeyboardInterrupt
                 batch = stack(list(rows), current)
                 if mesh is not None:
-                    batch = shard_batch(batch, mesh, axis=1)
+                    batch = shard_batch(batch, mesh, axis=1, process_local=process_local)
                 state, step_metrics = step(state, batch)
                 # JAX dispatches asynchronously: unchecked, the loop would queue every step up
                 # to the next evaluation, and Ctrl-C (and the progress bar) would wait them all

@@ -25,10 +25,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from smat.data import Encoded, num_batches
+from smat.data import DataShards, Encoded, batches_per_epoch, split_size
 from smat.models import functional
 from smat.models.inference import predict_logits, predictions_from_logits, trim_to_length
-from smat.parallel import replicate, resolve_mesh
+from smat.parallel import process_max, replicate, resolve_mesh
 from smat.training import dynamics, regularizers
 from smat.training.loop import (
     LoopConfig,
@@ -66,6 +66,11 @@ class TeacherTrainConfig:
         tie a BiLSTM's states to its inputs), or "word_embeddings", the raw lookups.
       training_dynamics: at every epoch's end, record each training instance's gold-class
         probability and correctness (data cartography; classification only).
+      data_shards: deal the training rows out over this many data shards (row i to shard
+        i mod N), each batch taking batch_size / N rows of every shard; each process of a
+        multi-process run tokenizes and holds only its block of shards. 1: every process
+        holds every row. The batches depend on N, not on the process count, so one process
+        with N shards reproduces N processes.
       loop: how the training loop batches, evaluates, stops and runs seeds (LoopConfig).
     """
 
@@ -80,6 +85,7 @@ class TeacherTrainConfig:
     tying_target: str = dataclasses.field(default="embedding_output", metadata={
         "choices": TYING_TARGETS})
     training_dynamics: bool = False
+    data_shards: int = 1
     loop: LoopConfig = LoopConfig(max_epochs=3, patience=5)
 
     def __post_init__(self) -> None:
@@ -93,6 +99,9 @@ class TeacherTrainConfig:
         if self.tying_target not in TYING_TARGETS:
             raise ValueError(f"TeacherTrainConfig.tying_target must be one of {TYING_TARGETS}, "
                              f"got {self.tying_target!r}")
+        if self.data_shards < 1 or self.loop.batch_size % self.data_shards:
+            raise ValueError(f"TeacherTrainConfig.data_shards must be >= 1 and divide the batch "
+                             f"size {self.loop.batch_size}, got {self.data_shards!r}")
         for name in ("warmup_steps", "weight_decay", "conicity_weight", "tying_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TeacherTrainConfig.{name} must be >= 0, got "
@@ -240,18 +249,18 @@ def evaluate(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *, task: 
     return task_metrics(task, predictions, data.labels if references is None else references)
 
 
-def _steps_per_epoch(train: Encoded, batch_size: int) -> int:
+def _steps_per_epoch(train: Encoded | DataShards, batch_size: int) -> int:
     """Full batches per epoch; ValueError (before any optimizer is built) when there are none."""
-    steps = num_batches(len(train.labels), batch_size=batch_size, drop_last=True)
+    steps = batches_per_epoch(train, batch_size=batch_size)
     if steps == 0:
-        raise ValueError(f"the training split has {len(train.labels)} examples, fewer than one "
-                         f"batch of {batch_size}")
+        raise ValueError(f"the training split has {split_size(train)} examples, fewer than "
+                         f"one batch of {batch_size}")
     return steps
 
 
 def train_teacher(
     models: nnx.Module | Sequence[nnx.Module],
-    train: Encoded | Sequence[Encoded],
+    train: Encoded | DataShards | Sequence[Encoded],
     validation: Encoded | Sequence[Encoded],
     *,
     task: str,
@@ -281,7 +290,10 @@ def train_teacher(
       models: one smat ``SequenceClassifier`` per seed (their parameters are the initial
         points), all of one architecture; a single module for a single seed.
       train, validation: tokenized splits with gold labels, shared by every seed, or one per
-        seed (e.g. the per-seed masked data of ROAR), all of one size.
+        seed (e.g. the per-seed masked data of ROAR), all of one size. `train` may be this
+        process's :class:`smat.data.DataShards` of the split (shared by every seed): each
+        process then holds only its shards' rows, and the processes agree on each batch's
+        cut length.
       task: "classification" or "regression".
       config: hyperparameters; ``config.loop.seed`` is the seed when `seeds` is None.
       output_dir: run folder, or one folder per seed.
@@ -304,6 +316,9 @@ def train_teacher(
     if config.training_dynamics and task != "classification":
         raise ValueError(f"training dynamics (gold-class probabilities) need a classification "
                          f"task, got {task!r}")
+    if config.training_dynamics and isinstance(train, DataShards):
+        raise ValueError("training dynamics record every training row; with --data-shards "
+                         "each process holds only its own (use --data-shards 1)")
     models, seeds, groups = seed_groups(models, seeds, default_seed=config.loop.seed,
                                         parallel=config.loop.parallel_seeds)
     trains = _per_seed(train, len(seeds), "train")
@@ -335,7 +350,8 @@ def train_teacher(
                                      tying_target=config.tying_target)
 
         def stack(rows, step):
-            batch = _stack_seed_batches(rows, config.loop.length_multiple)
+            batch = _stack_seed_batches(rows, config.loop.length_multiple,
+                                        agree=isinstance(trains[0], DataShards))
             return batch.input_ids, batch.attention_mask, batch.token_type_ids, batch.labels
 
         def evaluate_seed(k, state, group=group):
@@ -357,17 +373,22 @@ def train_teacher(
             for r in results]
 
 
-def _stack_seed_batches(batches: Sequence[Encoded], multiple: int) -> Encoded:
-    """One batch per seed -> fields stacked (S, B, ...), cut to the longest trimmed length."""
+def _stack_seed_batches(batches: Sequence[Encoded], multiple: int, *,
+                        agree: bool = False) -> Encoded:
+    """One batch per seed -> fields stacked (S, B, ...), cut to the longest trimmed length
+    (`agree`: the longest of every process's rows of the global batch)."""
     length = max(trim_to_length(batch, multiple).input_ids.shape[1] for batch in batches)
+    if agree:
+        length = process_max(length)
     return Encoded(*(np.stack([field[:, :length] if field.ndim == 2 else field
                                for field in fields])
                      for fields in zip(*batches, strict=True)))
 
 
-def _per_seed(data: Encoded | Sequence[Encoded], num_seeds: int, name: str) -> list[Encoded]:
+def _per_seed(data: Encoded | DataShards | Sequence[Encoded], num_seeds: int,
+              name: str) -> list[Encoded | DataShards]:
     """One split per seed: `data` repeated, or checked to be one equal-size split per seed."""
-    if isinstance(data, Encoded):
+    if isinstance(data, Encoded | DataShards):
         return [data] * num_seeds
     data = list(data)
     if len(data) != num_seeds:
