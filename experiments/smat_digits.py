@@ -34,17 +34,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from smat.cli.experiment import command_runtime, parse_variant_args, variant_parser
+from smat.cli.experiment import (
+    chosen_grid,
+    command_runtime,
+    finished_share,
+    parse_variant_args,
+    variant_parser,
+)
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import ExperimentConfig, run_experiment
+from smat.jobs.grid import parse_share
 from smat.jobs.teacher_run import run_teacher
 from smat.models import ModelSource
+from smat.parallel import JOIN_TIMEOUT
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig, with_loop
 from smat.training.student import StudentTrainConfig
@@ -135,35 +143,50 @@ def write_vit_config(folder: Path) -> Path:
     return folder
 
 
-def run(variant: str, *, output_dir: str | Path, progress: bool = True) -> dict[str, Any]:
+def run(variant: str, *, output_dir: str | Path, progress: bool = True,
+        grid: Callable[[ExperimentConfig], ExperimentConfig] = lambda config: config,
+        share: tuple[int, int] = (0, 1), join_timeout: float = JOIN_TIMEOUT) -> dict[str, Any]:
     """Write the data and the ViT's config, train (or reuse) the pretext model, the teacher
     and every student; write the table and figures. Returns the summary written to
-    ``results.json``."""
+    ``results.json`` (or, for a share other than 0, its records). `grid`: the variant's
+    experiment as the command line narrows it; `share`, `join_timeout`: as
+    :func:`smat.jobs.experiment.run_experiment` (share 0 writes the data and trains the
+    pretext model, before the teacher that the other shares wait for)."""
     output_dir = Path(output_dir)
     config = get_config(variant, output_dir=output_dir)
-    experiment = config.experiment
-    _, rotations = write_digits(output_dir / "data", limit=config.images)
-    pretext_data = dataclasses.replace(experiment.data, source=str(rotations),
+    experiment = grid(config.experiment)
+    pretext_data = dataclasses.replace(experiment.data,
+                                       source=str(output_dir / "data" / "rotations.npz"),
                                        teacher_fraction=0.9)
-    scratch = ModelSource(encoder=str(write_vit_config(output_dir / "vit")), pooling="cls",
-                          from_scratch=True)
-    (pretext,) = run_teacher(data=pretext_data, train=config.pretext, model=scratch,
-                             output_dir=output_dir / "pretext", progress=progress)
+    scratch = ModelSource(encoder=str(output_dir / "vit"), pooling="cls", from_scratch=True)
+    if share[0] == 0:
+        write_digits(output_dir / "data", limit=config.images)
+        write_vit_config(output_dir / "vit")
+        (pretext,) = run_teacher(data=pretext_data, train=config.pretext, model=scratch,
+                                 output_dir=output_dir / "pretext", progress=progress)
     summary = run_experiment(experiment, variant=variant, output_dir=output_dir,
                              progress=progress, recorded={
                                  "pretext_data": pretext_data.settings(),
                                  "pretext_model": scratch.settings(),
-                                 "pretext": dataclasses.asdict(config.pretext)})
+                                 "pretext": dataclasses.asdict(config.pretext)},
+                             share=share, join_timeout=join_timeout)
+    if share[0] != 0:
+        return summary
     summary["pretext_test"] = pretext["test"]
     write_json_atomic(output_dir / "results.json", summary)
     return summary
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = variant_parser(__doc__, name="smat_digits", variants=VARIANTS)
+    parser = variant_parser(__doc__, name="smat_digits", variants=VARIANTS, grid=True)
     args = parse_variant_args(parser, argv)
     with command_runtime(parser, driver=__file__):
-        summary = run(args.variant, output_dir=args.output_dir, progress=not args.no_progress)
+        share = parse_share(args.share)
+        summary = run(args.variant, output_dir=args.output_dir, progress=not args.no_progress,
+                      grid=lambda config: chosen_grid(config, args), share=share,
+                      join_timeout=args.join_timeout)
+    if finished_share(summary, share):
+        return
     print((Path(args.output_dir) / "table.md").read_text())
     print(json.dumps({"seconds_this_call": summary["seconds_this_call"]}))
 

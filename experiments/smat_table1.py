@@ -88,6 +88,7 @@ from smat.cli.experiment import (
     chosen_grid,
     command_runtime,
     data_dir_or_hub,
+    finished_share,
     parse_variant_args,
     variant_parser,
 )
@@ -153,9 +154,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                       teacher_seed=args.teacher_seed, progress=not args.no_progress,
                       teacher_only=args.teacher_only, smat_cells=args.smat_cells,
                       share=share, join_timeout=args.join_timeout)
-    if "share" in summary:
-        print(f"share {summary['share']}: {len(summary['records'])} students finished; "
-              f"share 0/{share[1]} writes the report")
+    if finished_share(summary, share):
         return
     if args.teacher_only:
         print(f"teacher {summary['teacher_dir']}: test accuracy "

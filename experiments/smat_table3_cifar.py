@@ -36,14 +36,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from smat.cli.experiment import command_runtime, parse_variant_args, variant_parser
+from smat.cli.experiment import (
+    chosen_grid,
+    command_runtime,
+    finished_share,
+    parse_variant_args,
+    variant_parser,
+)
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import ExperimentConfig, PaperTable, run_experiment
+from smat.jobs.grid import parse_share
 from smat.models import ModelSource
+from smat.parallel import JOIN_TIMEOUT
 from smat.training.loop import LoopConfig
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
@@ -120,29 +128,40 @@ def split_files(data_dir: str | Path) -> tuple[str, str]:
 
 
 def run(variant: str, *, data_dir: str | Path, vit_dir: str | Path, output_dir: str | Path,
-        progress: bool = True) -> dict[str, Any]:
+        progress: bool = True,
+        grid: Callable[[ExperimentConfig], ExperimentConfig] = lambda config: config,
+        share: tuple[int, int] = (0, 1), join_timeout: float = JOIN_TIMEOUT) -> dict[str, Any]:
     """Train (or reuse) the teacher and every student of the grid; write the table and
-    figures. Returns the summary written to ``results.json``.
+    figures. Returns the summary written to ``results.json`` (or, for a share other than
+    0, its records). `grid`: the variant's experiment as the command line narrows it;
+    `share`, `join_timeout`: as :func:`smat.jobs.experiment.run_experiment`.
 
     Raises:
       FileNotFoundError: a missing data split or checkpoint config.
     """
-    return run_experiment(get_config(variant, data_dir=data_dir, vit_dir=vit_dir),
-                          variant=variant, output_dir=output_dir, progress=progress)
+    return run_experiment(grid(get_config(variant, data_dir=data_dir, vit_dir=vit_dir)),
+                          variant=variant, output_dir=output_dir, progress=progress,
+                          share=share, join_timeout=join_timeout)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = variant_parser(__doc__, name="smat_table3_cifar",
                             variants=VARIANTS, data_dir_help="folder with CIFAR-100's "
-                            "train.npz and test.npz (or train/ and test/ image folders)")
+                            "train.npz and test.npz (or train/ and test/ image folders)",
+                            grid=True)
     parser.add_argument("--vit-dir", required=True,
                         help="the google/vit-base-patch16-224-in21k checkpoint folder")
     args = parse_variant_args(parser, argv)
     if args.data_dir is None:
         parser.error("--data-dir is required: a folder with CIFAR-100's train and test")
     with command_runtime(parser, driver=__file__):
+        share = parse_share(args.share)
         summary = run(args.variant, data_dir=args.data_dir, vit_dir=args.vit_dir,
-                      output_dir=args.output_dir, progress=not args.no_progress)
+                      output_dir=args.output_dir, progress=not args.no_progress,
+                      grid=lambda config: chosen_grid(config, args), share=share,
+                      join_timeout=args.join_timeout)
+    if finished_share(summary, share):
+        return
     print((Path(args.output_dir) / "table.md").read_text())
     print(json.dumps({"seconds_this_call": summary["seconds_this_call"]}))
 

@@ -57,20 +57,24 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from smat.cli.experiment import (
+    chosen_grid,
     command_runtime,
     data_dir_or_hub,
+    finished_share,
     parse_variant_args,
     variant_parser,
 )
 from smat.data.mlqe import load_mlqe
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import ExperimentConfig, PaperTable, run_experiment
+from smat.jobs.grid import parse_share
 from smat.models import ModelSource
+from smat.parallel import JOIN_TIMEOUT
 from smat.training.loop import LoopConfig, with_loop
 from smat.training.student import StudentTrainConfig
 from smat.training.teacher import TeacherTrainConfig
@@ -197,25 +201,32 @@ def get_config(variant: str, *, output_dir: str | Path) -> MlqeVariant:
 
 
 def run(variant: str, *, data_dir: str | Path, output_dir: str | Path,
-        encoder: str | None = None, progress: bool = True) -> dict[str, Any]:
+        encoder: str | None = None, progress: bool = True,
+        grid: Callable[[ExperimentConfig], ExperimentConfig] = lambda config: config,
+        share: tuple[int, int] = (0, 1), join_timeout: float = JOIN_TIMEOUT) -> dict[str, Any]:
     """Write the pair files, train (or reuse) the teacher and every student of the grid,
     write the tables. Returns the summary written to ``results.json``.
 
-    `encoder`: the pretrained encoder (default: the offline all-MiniLM-L6-v2).
+    `encoder`: the pretrained encoder (default: the offline all-MiniLM-L6-v2); `grid`: the
+    variant's experiment as the command line narrows it; `share`, `join_timeout`: as
+    :func:`smat.jobs.experiment.run_experiment` (share 0 writes the pair files, before the
+    teacher that the other shares wait for).
     """
     config = get_config(variant, output_dir=output_dir)
-    write_pair_files(data_dir, config.pairs, Path(output_dir) / "data")
-    experiment = dataclasses.replace(config.experiment, model=ModelSource(encoder))
+    if share[0] == 0:
+        write_pair_files(data_dir, config.pairs, Path(output_dir) / "data")
+    experiment = grid(dataclasses.replace(config.experiment, model=ModelSource(encoder)))
     return run_experiment(experiment, variant=variant, output_dir=output_dir,
                           progress=progress, recorded={"data_dir": str(data_dir),
-                                                       "pairs": list(config.pairs)})
+                                                       "pairs": list(config.pairs)},
+                          share=share, join_timeout=join_timeout)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     # no --teacher: the experiment trains its own teacher on the MLQE-PE split it writes
     # (OUTPUT_DIR/teacher is reused when finished)
     parser = variant_parser(__doc__, name="smat_table5_mlqe", variants=VARIANTS,
-                            data_dir_help=DATA_DIR_HELP)
+                            data_dir_help=DATA_DIR_HELP, grid=True)
     args = parse_variant_args(parser, argv)
     if args.data_dir is None and args.variant not in HUB_DATA:
         pairs = get_config(args.variant, output_dir=args.output_dir).pairs
@@ -224,8 +235,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                      "direct-assessments/ and post-editing/, e.g. data/mlqe_pe)")
     with command_runtime(parser, driver=__file__):
         data_dir = data_dir_or_hub(args.data_dir, HUB_DATA.get(args.variant))
+        share = parse_share(args.share)
         summary = run(args.variant, data_dir=data_dir, output_dir=args.output_dir,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress,
+                      grid=lambda config: chosen_grid(config, args), share=share,
+                      join_timeout=args.join_timeout)
+    if finished_share(summary, share):
+        return
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds_this_call']} s")
 

@@ -572,6 +572,12 @@ def test_digits_smoke_variant_trains_pretext_teacher_and_students(tmp_path):
     assert recorded["model_source"] == str(tmp_path / "pretext" / "model")
     assert "from_scratch" not in recorded
     assert (tmp_path / "table.md").is_file() and (tmp_path / "head_weights.png").is_file()
+    # share 1 of 2 on the finished run: its students (reused); the data and the pretext
+    # model are share 0's, not written again
+    written = {path: path.stat().st_mtime_ns for path in (tmp_path / "data").iterdir()}
+    share = smat_digits.run("smoke", output_dir=tmp_path, progress=False, share=(1, 2))
+    assert share["share"] == "1/2" and 0 < len(share["records"]) < 3 * 2
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "data").iterdir()} == written
 
 
 def test_cifar_table3_design_and_its_data_folders(tmp_path):
@@ -609,6 +615,9 @@ def test_cifar_smoke_variant_runs_on_local_files(tmp_path):
     assert teacher["sizes"] == {"teacher_train": 43, "teacher_validation": 5, "test": 16}
     assert len(summary["records"]) == 3 * 2
     assert "Paper (CIFAR-100, ViT-base/16):" in (tmp_path / "out" / "table.md").read_text()
+    share = smat_table3_cifar.run("smoke", data_dir=tmp_path, vit_dir=vit,
+                                  output_dir=tmp_path / "out", progress=False, share=(1, 2))
+    assert share["share"] == "1/2" and 0 < len(share["records"]) < 3 * 2
 
 
 def test_an_earlier_runs_unreadable_file_is_named_with_its_flag(tmp_path, capsys):

@@ -113,6 +113,12 @@ def test_smoke_variant_trains_teacher_and_students_and_writes_the_table(tiny_che
     recorded = json.loads((out / "students" / "n32" / "smat" / "seed0" / "config.json")
                           .read_text())
     assert recorded["student"]["student_pool"] == "teacher_train"
+    # share 1 of 2 on the finished run: its students (reused), the pair files not rewritten
+    written = {path: path.stat().st_mtime_ns for path in (out / "data").iterdir()}
+    share = smat_table5_mlqe.run("smoke", data_dir=root, output_dir=out,
+                                 encoder=str(tiny_checkpoint), progress=False, share=(1, 2))
+    assert share["share"] == "1/2" and 0 < len(share["records"]) < 3 * 2
+    assert {path: path.stat().st_mtime_ns for path in (out / "data").iterdir()} == written
 
     # Table 6 on the Table 5 run: both sides scored on the translations with errors
     table6 = smat_table6_mlqe_plausibility.run(out, root, output_dir=tmp_path / "t6")

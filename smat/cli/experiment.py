@@ -108,6 +108,16 @@ def chosen_grid(config: ExperimentConfig, args: argparse.Namespace) -> Experimen
     return dataclasses.replace(chosen, sizes=tuple(sorted(chosen.sizes)))
 
 
+def finished_share(summary: dict[str, Any], share: tuple[int, int]) -> bool:
+    """Whether `summary` is the records of a share other than 0 (which writes no report), and
+    if so say so on stdout."""
+    if "share" not in summary:
+        return False
+    print(f"share {summary['share']}: {len(summary['records'])} students finished; share "
+          f"0/{share[1]} writes the report")
+    return True
+
+
 def parse_variant_args(parser: argparse.ArgumentParser,
                        argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse (each driver option also under its own name: ``args.variant``), resolve
