@@ -41,15 +41,14 @@ from typing import Any
 import numpy as np
 
 from smat.cli.experiment import (
-    chosen_grid,
     command_runtime,
     finished_share,
+    grid_options,
     parse_variant_args,
     variant_parser,
 )
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import ExperimentConfig, run_experiment
-from smat.jobs.grid import parse_share
 from smat.jobs.teacher_run import run_teacher
 from smat.models import ModelSource
 from smat.parallel import JOIN_TIMEOUT
@@ -181,11 +180,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = variant_parser(__doc__, name="smat_digits", variants=VARIANTS, grid=True)
     args = parse_variant_args(parser, argv)
     with command_runtime(parser, driver=__file__):
-        share = parse_share(args.share)
         summary = run(args.variant, output_dir=args.output_dir, progress=not args.no_progress,
-                      grid=lambda config: chosen_grid(config, args), share=share,
-                      join_timeout=args.join_timeout)
-    if finished_share(summary, share):
+                      **grid_options(args))
+    if finished_share(summary):
         return
     print((Path(args.output_dir) / "table.md").read_text())
     print(json.dumps({"seconds_this_call": summary["seconds_this_call"]}))

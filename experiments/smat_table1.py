@@ -85,15 +85,15 @@ from table1_variants import DATA_DIR_HELP, HUB_DATA, VARIANTS, get_config
 
 from smat.cli.experiment import (
     check_data_files,
-    chosen_grid,
     command_runtime,
     data_dir_or_hub,
     finished_share,
+    grid_options,
     parse_variant_args,
     variant_parser,
 )
 from smat.jobs.experiment import ExperimentConfig, run_experiment
-from smat.jobs.grid import parse_share
+from smat.parallel import JOIN_TIMEOUT
 from smat.training.loop import with_loop
 from smat.training.student import EXPLANATION_SOURCES
 
@@ -103,7 +103,7 @@ def run(config: ExperimentConfig, *, variant: str, output_dir: str | Path,
         explanation_source: str | None = None, teacher_seed: int | None = None,
         progress: bool = True, teacher_only: bool = False,
         smat_cells: Sequence[str | Path] = (), share: tuple[int, int] = (0, 1),
-        join_timeout: float = 300.0) -> dict[str, Any]:
+        join_timeout: float = JOIN_TIMEOUT) -> dict[str, Any]:
     """Run the variant's `config` (with the teacher's explanations of shuffled text, the
     leakage control, when `explanation_source` says so; `teacher_seed` replaces the
     teacher's seed: the replication's teachers differ only in it). See
@@ -146,15 +146,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     output_dir = args.output_dir
     with command_runtime(parser, driver=__file__):
         data_dir = data_dir_or_hub(args.data_dir, HUB_DATA.get(args.variant))
-        config = chosen_grid(get_config(args.variant, data_dir=data_dir), args)
-        share = parse_share(args.share)
+        options = grid_options(args)
+        config = options.pop("grid")(get_config(args.variant, data_dir=data_dir))
         summary = run(config, variant=args.variant, output_dir=output_dir,
                       data_dir=data_dir, teacher_dir=args.teacher,
                       explanation_source=args.explanation_source,
                       teacher_seed=args.teacher_seed, progress=not args.no_progress,
-                      teacher_only=args.teacher_only, smat_cells=args.smat_cells,
-                      share=share, join_timeout=args.join_timeout)
-    if finished_share(summary, share):
+                      teacher_only=args.teacher_only, smat_cells=args.smat_cells, **options)
+    if finished_share(summary):
         return
     if args.teacher_only:
         print(f"teacher {summary['teacher_dir']}: test accuracy "

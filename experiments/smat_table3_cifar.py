@@ -41,15 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from smat.cli.experiment import (
-    chosen_grid,
     command_runtime,
     finished_share,
+    grid_options,
     parse_variant_args,
     variant_parser,
 )
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import ExperimentConfig, PaperTable, run_experiment
-from smat.jobs.grid import parse_share
 from smat.models import ModelSource
 from smat.parallel import JOIN_TIMEOUT
 from smat.training.loop import LoopConfig
@@ -155,12 +154,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.data_dir is None:
         parser.error("--data-dir is required: a folder with CIFAR-100's train and test")
     with command_runtime(parser, driver=__file__):
-        share = parse_share(args.share)
         summary = run(args.variant, data_dir=args.data_dir, vit_dir=args.vit_dir,
                       output_dir=args.output_dir, progress=not args.no_progress,
-                      grid=lambda config: chosen_grid(config, args), share=share,
-                      join_timeout=args.join_timeout)
-    if finished_share(summary, share):
+                      **grid_options(args))
+    if finished_share(summary):
         return
     print((Path(args.output_dir) / "table.md").read_text())
     print(json.dumps({"seconds_this_call": summary["seconds_this_call"]}))

@@ -62,17 +62,16 @@ from pathlib import Path
 from typing import Any
 
 from smat.cli.experiment import (
-    chosen_grid,
     command_runtime,
     data_dir_or_hub,
     finished_share,
+    grid_options,
     parse_variant_args,
     variant_parser,
 )
 from smat.data.mlqe import load_mlqe
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import ExperimentConfig, PaperTable, run_experiment
-from smat.jobs.grid import parse_share
 from smat.models import ModelSource
 from smat.parallel import JOIN_TIMEOUT
 from smat.training.loop import LoopConfig, with_loop
@@ -235,12 +234,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                      "direct-assessments/ and post-editing/, e.g. data/mlqe_pe)")
     with command_runtime(parser, driver=__file__):
         data_dir = data_dir_or_hub(args.data_dir, HUB_DATA.get(args.variant))
-        share = parse_share(args.share)
         summary = run(args.variant, data_dir=data_dir, output_dir=args.output_dir,
-                      progress=not args.no_progress,
-                      grid=lambda config: chosen_grid(config, args), share=share,
-                      join_timeout=args.join_timeout)
-    if finished_share(summary, share):
+                      progress=not args.no_progress, **grid_options(args))
+    if finished_share(summary):
         return
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds_this_call']} s")

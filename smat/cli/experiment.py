@@ -26,6 +26,7 @@ from smat.compile_cache import command_compile_cache
 from smat.data.hub_sets import MIRROR_ENV, cache_root, hub_data_dir
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import GRID_FLAGS, ExperimentConfig
+from smat.jobs.grid import parse_share
 from smat.json_files import read_json
 from smat.parallel import JOIN_TIMEOUT
 
@@ -108,13 +109,26 @@ def chosen_grid(config: ExperimentConfig, args: argparse.Namespace) -> Experimen
     return dataclasses.replace(chosen, sizes=tuple(sorted(chosen.sizes)))
 
 
-def finished_share(summary: dict[str, Any], share: tuple[int, int]) -> bool:
+def grid_options(args: argparse.Namespace) -> dict[str, Any]:
+    """A grid driver's ``run`` arguments from its command line (``variant_parser(grid=True)``):
+    ``grid``, the variant's experiment as the flags narrow it (:func:`chosen_grid`), and
+    ``share`` and ``join_timeout`` (:func:`smat.jobs.experiment.run_experiment`).
+
+    Raises:
+      ValueError: a malformed ``--share`` (naming it).
+    """
+    return {"grid": lambda config: chosen_grid(config, args), "share": parse_share(args.share),
+            "join_timeout": args.join_timeout}
+
+
+def finished_share(summary: dict[str, Any]) -> bool:
     """Whether `summary` is the records of a share other than 0 (which writes no report), and
     if so say so on stdout."""
     if "share" not in summary:
         return False
+    count = summary["share"].partition("/")[2]
     print(f"share {summary['share']}: {len(summary['records'])} students finished; share "
-          f"0/{share[1]} writes the report")
+          f"0/{count} writes the report")
     return True
 
 

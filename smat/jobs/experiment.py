@@ -35,6 +35,7 @@ from smat.jobs.simulability_report import (
 )
 from smat.jobs.teacher_run import run_teacher
 from smat.models import ModelSource
+from smat.parallel import JOIN_TIMEOUT
 from smat.registry import STUDENT_SETTINGS
 from smat.store.model_store import saved_params_fingerprint
 from smat.store.run_log import write_json_atomic
@@ -176,7 +177,7 @@ def run_experiment(config: ExperimentConfig, *, variant: str, output_dir: str | 
                    teacher_only: bool = False, smat_cells: Sequence[str | Path] = (),
                    recorded: Mapping[str, Any] | None = None,
                    share: tuple[int, int] = (0, 1),
-                   join_timeout: float = 300.0) -> dict[str, Any]:
+                   join_timeout: float = JOIN_TIMEOUT) -> dict[str, Any]:
     """Train (or reuse) the teacher and every student of `config`'s grid; write the report.
 
     With ``share=(i, n)``, n processes (on one machine, or hosts sharing `output_dir`) split

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from smat.jobs.student_run import run_student
+from smat.parallel import JOIN_TIMEOUT
 from smat.registry import STUDENT_SETTINGS
 from smat.store.run_record import student_pool_size
 from smat.training.student import StudentTrainConfig
@@ -113,7 +114,7 @@ def run_grid(
     keep_checkpoints: bool = False,
     keep_students: bool = False,
     share: tuple[int, int] = (0, 1),
-    join_timeout: float = 300.0,
+    join_timeout: float = JOIN_TIMEOUT,
 ) -> list[dict[str, Any]]:
     """Train every (size, explainer, seed) student of a teacher; finished cells are reused.
 
