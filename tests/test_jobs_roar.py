@@ -109,6 +109,34 @@ def test_roar_shares_the_unmasked_full_and_random_cells(tmp_path, count_training
     assert set(result.faithfulness) == {"gradient"} and len(result.faithfulness["gradient"]) == 1
 
 
+def test_shares_train_their_own_seeds_and_share_zero_reads_the_others_back(tmp_path,
+                                                                           count_training):
+    kwargs = dict(recursive=True, seeds=(0, 1, 2))
+    alone = roar_job.run_cells(_runner(tmp_path / "alone", **kwargs))
+    trained = len(count_training)
+    assert roar_job.run_cells(_runner(tmp_path / "shared", **kwargs), share=(1, 2)) is None
+    # share 1 of 2 trains the 4 cells of seed 1 (the second seed), nothing else
+    assert sorted(call["seed"] for call in count_training[trained:]) == [1] * 4
+    runner = _runner(tmp_path / "shared", **kwargs)
+    joined = roar_job.run_cells(runner, share=(0, 2), join_timeout=1)
+    assert sorted(call["seed"] for call in count_training[trained + 4:]) == [0] * 4 + [2] * 4
+    np.testing.assert_array_equal(joined.curves["gradient"], alone.curves["gradient"])
+    np.testing.assert_array_equal(joined.baseline, alone.baseline)
+    assert len(runner.seed_cells(1)) == 4 and all(
+        (folder / "result.json").is_file() for folder in runner.seed_cells(1))
+
+
+def test_share_zero_names_the_unfinished_seeds_and_the_share_to_rerun(tmp_path,
+                                                                      count_training):
+    kwargs = dict(recursive=False, seeds=(0, 1, 2))
+    roar_job.run_cells(_runner(tmp_path, **kwargs), share=(1, 3))
+    with pytest.raises(TimeoutError) as waited:
+        roar_job.run_cells(_runner(tmp_path, **kwargs), share=(0, 3), join_timeout=0.2)
+    assert str(waited.value) == (
+        "--share 0/3: after 0 s, the ROAR cells of seeds 2 are unfinished; run --share 2/3 "
+        "again (finished cells are reused), then this command")
+
+
 @pytest.mark.slow
 def test_real_training_run_and_resume(tmp_path, count_real_training):
     first = roar_job.run_cells(_runner(tmp_path, recursive=True))

@@ -60,7 +60,8 @@ class Runtime:
       process_id: multi-host: this process, 0..N-1 (or JAX_PROCESS_ID).
       distributed: multi-host with JAX's cluster detection (TPU pod, SLURM, MPI).
       join_timeout: multi-host: seconds each process waits for the others to join (a
-        process other than 0 first waits as long for the coordinator).
+        process other than 0 first waits as long for the coordinator); with --share, how
+        long share 0 waits for the other shares' work.
       compile_cache: persist compiled XLA programs in this folder, one sub-folder per
         machine kind ('off' disables it).
       no_compile_cache: compile every program afresh (same as --compile-cache off).
@@ -284,7 +285,8 @@ class Simulability:
 
 def simulability(config: Simulability) -> int:
     from smat.evaluation.simulability import plot_simulability, simulability_table
-    from smat.jobs.grid import parse_share, run_grid
+    from smat.jobs.grid import run_grid
+    from smat.jobs.shares import parse_share
 
     share = parse_share(config.share)
     seeds = seeds_from(config.seeds, config.student.loop.seed)
@@ -361,6 +363,10 @@ class Roar:
       train: how every model of the grid trains: the preset's recipe, with the flags given
         changed.
       output_dir: where the results are written.
+      share: train only the cells of share I of N of the seeds ("I/N", 0-based: every N-th
+        seed from the I-th), one share per process or host over a shared output folder;
+        share 0 waits for the others' cells (at most --join-timeout seconds) and writes the
+        report, and a share that stopped trains only what it had not finished.
     """
 
     roar: RoarConfig = field(default_factory=RoarConfig, metadata={"skip": ("seeds",)})
@@ -373,6 +379,7 @@ class Roar:
     train: TeacherTrainConfig = field(default_factory=TeacherTrainConfig, metadata={
         "base": lambda values: PRESETS[values["preset"]].train})
     output_dir: str = "runs/roar"
+    share: str = field(default="0/1", metadata={"metavar": "I/N"})
     runtime: Runtime = runtime_field()
 
     def job_roar(self) -> RoarConfig:
@@ -385,10 +392,18 @@ class Roar:
 
 def roar(config: Roar) -> int:
     from smat.jobs.roar import roar_markdown_table, run_roar
+    from smat.jobs.shares import parse_share
 
+    share = parse_share(config.share)
     report = run_roar(data=config.data, roar=config.job_roar(), preset=config.preset,
                       train=config.train, model=config.model,
-                      output_dir=config.output_dir, progress=not config.runtime.no_progress)
+                      output_dir=config.output_dir, progress=not config.runtime.no_progress,
+                      share=share, join_timeout=config.runtime.join_timeout)
+    if share[0] != 0:
+        print(f"share {config.share}: the cells of seeds "
+              f"{', '.join(map(str, report['seeds'])) or '(none)'} are finished "
+              f"({report['cells_trained']} trained now); share 0/{share[1]} writes the report")
+        return 0
     print(f"{report['mode']} ({report['metric']}, mean over {len(report['seeds'])} seeds)")
     print(roar_markdown_table(report))
     return 0

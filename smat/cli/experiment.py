@@ -26,7 +26,7 @@ from smat.compile_cache import command_compile_cache
 from smat.data.hub_sets import MIRROR_ENV, cache_root, hub_data_dir
 from smat.data.protocol import DataConfig
 from smat.jobs.experiment import GRID_FLAGS, ExperimentConfig
-from smat.jobs.grid import parse_share
+from smat.jobs.shares import parse_share
 from smat.json_files import read_json
 from smat.parallel import JOIN_TIMEOUT
 

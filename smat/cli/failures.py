@@ -3,7 +3,7 @@
 smat's input checks raise ValueError (a refused value), FileNotFoundError (a missing file)
 or TypeError (a value of the wrong kind) with a message that names the flag, file or row;
 a share of a split run that waited too long for the others raises TimeoutError naming what
-to rerun (:func:`smat.jobs.grid.wait_for`). Inside :func:`reported_failures` such an
+to rerun (:func:`smat.jobs.shares.wait_for`). Inside :func:`reported_failures` such an
 error ends the command with that message on one line and exit status 2, no traceback. One
 of these raised inside another library (JAX, NumPy, ...) is not one of those checks but a
 bug, or an input smat does not check yet: it keeps its traceback, followed by one line

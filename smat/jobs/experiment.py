@@ -22,7 +22,8 @@ from typing import Any
 from smat.data.protocol import DataConfig, data_fingerprint
 from smat.evaluation.simulability import plot_simulability, simulability_table
 from smat.jobs.ablations import is_arm, run_arms
-from smat.jobs.grid import run_grid, wait_for
+from smat.jobs.grid import run_grid
+from smat.jobs.shares import wait_for
 from smat.jobs.simulability_report import (
     COMPARISONS,
     comparisons_table,

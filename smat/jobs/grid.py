@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from smat.jobs.shares import join_shares
 from smat.jobs.student_run import run_student
 from smat.parallel import JOIN_TIMEOUT
 from smat.registry import STUDENT_SETTINGS
@@ -39,66 +39,21 @@ class Unit(NamedTuple):
     seeds: tuple[int, ...]
 
 
-def parse_share(text: str) -> tuple[int, int]:
-    """``"I/N"`` -> (I, N): the share of a grid's students one process trains, 0 <= I < N.
-
-    Raises:
-      ValueError: naming --share, for anything else.
-    """
-    index, slash, count = text.partition("/")
-    if not (slash and index.strip().isdigit() and count.strip().isdigit()
-            and 0 <= int(index) < int(count)):
-        raise ValueError(f"--share {text!r}: expected I/N with 0 <= I < N, e.g. 0/2 and 1/2 "
-                         "for two processes")
-    return int(index), int(count)
-
-
-def wait_for(check: Callable[[], Any], *, timeout: float, waiting: Callable[[], str],
-             timed_out: Callable[[], str]) -> Any:
-    """What `check` returns once it is not None (a share waiting for another's work on a
-    shared folder), polled for at most `timeout` seconds; `waiting()` is printed once when
-    it must wait.
-
-    Raises:
-      TimeoutError: with `timed_out()`'s message.
-    """
-    deadline, told = time.monotonic() + timeout, False
-    while (found := check()) is None:
-        if time.monotonic() > deadline:
-            raise TimeoutError(timed_out())
-        if not told:
-            print(waiting(), file=sys.stderr, flush=True)
-            told = True
-        time.sleep(min(5.0, max(timeout / 20, 0.1)))
-    return found
-
-
-def _wait_for(units: Sequence[Unit], *, share: tuple[int, int], timeout: float,
-              output_dir: str | Path) -> None:
+def _join(units: Sequence[Unit], *, share: tuple[int, int], timeout: float,
+          output_dir: str | Path) -> None:
     """Wait until every unit's students are finished (their result.json), at most
-    `timeout` seconds.
+    `timeout` seconds (:func:`smat.jobs.shares.join_shares`)."""
+    def finished(unit: Unit) -> bool:
+        return all((cell_dir(output_dir, num_examples=unit.num_examples,
+                             explainer=unit.explainer, seed=seed) / "result.json").is_file()
+                   for seed in unit.seeds)
 
-    Raises:
-      TimeoutError: naming the unfinished cells and the shares to rerun.
-    """
-    def missing() -> list[Unit]:
-        return [unit for unit in units if not all(
-            (cell_dir(output_dir, num_examples=unit.num_examples, explainer=unit.explainer,
-                      seed=seed) / "result.json").is_file() for seed in unit.seeds)]
-
-    def timed_out() -> str:
-        left = missing()
-        shares = sorted({units.index(unit) % share[1] for unit in left})
+    def describe(left: Sequence[Unit]) -> str:
         cells = ", ".join(f"n{u.num_examples}/{u.explainer}/seeds "
                           f"{','.join(map(str, u.seeds))}" for u in left[:4])
-        return (f"--share {share[0]}/{share[1]}: after {timeout:.0f} s, {len(left)} "
-                f"students are unfinished ({cells}{', ...' if len(left) > 4 else ''}); "
-                f"run --share {' and --share '.join(f'{s}/{share[1]}' for s in shares)} "
-                "again (finished cells are reused), then this command")
+        return f"{len(left)} students ({cells}{', ...' if len(left) > 4 else ''})"
 
-    wait_for(lambda: None if missing() else True, timeout=timeout, timed_out=timed_out,
-             waiting=lambda: f"share {share[0]}/{share[1]}: waiting for {len(missing())} "
-                             "students of the other shares")
+    join_shares(units, finished, share=share, timeout=timeout, describe=describe)
 
 
 def run_grid(
@@ -188,6 +143,6 @@ def run_grid(
     records = [record for unit in mine for record in students(unit)]
     if count == 1 or index != 0:
         return records
-    _wait_for(units, share=share, timeout=join_timeout, output_dir=output_dir)
+    _join(units, share=share, timeout=join_timeout, output_dir=output_dir)
     # the other shares' students, finished: read, never trained again or overwritten
     return [record for unit in units for record in students(unit, overwrite=False)]

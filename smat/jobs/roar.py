@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -50,10 +51,12 @@ from smat.evaluation.roar import (
     summarize_faithfulness,
 )
 from smat.jobs.explain import explain_encoded
+from smat.jobs.shares import join_shares
 from smat.jobs.teacher_run import start_model
 from smat.json_files import read_json
 from smat.models import SequenceClassifier, functional
 from smat.models.source import ModelSource
+from smat.parallel import JOIN_TIMEOUT
 from smat.store import checkpoint
 from smat.store.run_log import (
     cached_arrays,
@@ -286,6 +289,15 @@ class RoarRunner:
         return (self.root / slot / ("recursive" if recursive else "roar") / f"seed{seed}"
                 / name)
 
+    def seed_cells(self, seed: int) -> list[Path]:
+        """The folders of every cell of one seed: the shared ones and each explainer's."""
+        middle = self.config.ratios[1:-1]
+        return [self.cell_dir("unmasked", seed, 0.0, False),
+                self.cell_dir("all-masked", seed, 1.0, False),
+                *(self.cell_dir("random", seed, ratio, False) for ratio in middle),
+                *(self.cell_dir(self._slot(explainer), seed, ratio, self.config.recursive)
+                  for explainer in self.config.explainers for ratio in middle)]
+
     # -- models --------------------------------------------------------------------
     def _initial_model(self, seed: int) -> tuple[nnx.GraphDef, nnx.State]:
         if seed not in self._initial:
@@ -439,20 +451,56 @@ class RoarResult(NamedTuple):
     summary: dict[str, dict[str, float]]
 
 
-def run_cells(runner: RoarRunner) -> RoarResult:
+def run_cells(runner: RoarRunner, *, share: tuple[int, int] = (0, 1),
+              join_timeout: float = JOIN_TIMEOUT) -> RoarResult | None:
     """Every cell of a run (shared ones first), then the curves and Eq. 3 per seed.
+
+    With ``share=(i, n)`` this process trains only the cells of every n-th seed from the
+    i-th (a seed's cells depend on each other, never on another seed's), so n processes on
+    hosts that share the cache folder split the run without talking to each other. Share 0
+    then waits (at most `join_timeout` seconds) for every other seed's cells and reads them
+    back; the other shares return None.
 
     Args:
       runner: a :class:`RoarRunner`.
+      share: (this process's share, number of shares).
+      join_timeout: how long share 0 waits for the other shares' cells.
 
     Returns:
-      :class:`RoarResult`.
+      :class:`RoarResult` (None for a share other than 0).
+
+    Raises:
+      TimeoutError: share 0 waited `join_timeout` seconds, naming the shares to rerun.
     """
+    index, count = share
+    seeds = runner.config.seeds
+    if count > 1:
+        mine = seeds[index::count]
+        print(f"share {index}/{count}: training the cells of seeds "
+              f"{', '.join(map(str, mine)) or '(none)'}", file=sys.stderr, flush=True)
+        if mine:
+            _curves(runner, mine)
+        if index != 0:
+            return None
+        _join(runner, share=share, timeout=join_timeout)
+    return _curves(runner, seeds)
+
+
+def _join(runner: RoarRunner, *, share: tuple[int, int], timeout: float) -> None:
+    """Wait until every seed's cells are finished (their result.json), at most `timeout`
+    seconds (:func:`smat.jobs.shares.join_shares`)."""
+    join_shares(runner.config.seeds, lambda seed: all(
+        (folder / "result.json").is_file() for folder in runner.seed_cells(seed)),
+        share=share, timeout=timeout,
+        describe=lambda seeds: f"the ROAR cells of seeds {', '.join(map(str, seeds))}")
+
+
+def _curves(runner: RoarRunner, seeds: Sequence[int]) -> RoarResult:
+    """The cells of `seeds` (trained, or read back when finished), their curves and Eq. 3."""
     config = runner.config
     metric = config.metric
     middle = config.ratios[1:-1]
     curves = {e: [] for e in config.explainers}
-    seeds = config.seeds
     first = [r["test"][metric] for r in runner.unmasked(seeds)]
     last = [r["test"][metric] for r in runner.all_masked(seeds)]
     middle_scores = [[r["test"][metric] for r in runner.random(seeds, ratio)] for ratio in middle]
@@ -486,11 +534,14 @@ def _masked_token_id(tokenizer: Any) -> int:
 
 def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
              train: TeacherTrainConfig | None = None, model: ModelSource | None = None,
-             output_dir: str | Path, progress: bool = True) -> dict[str, Any]:
+             output_dir: str | Path, progress: bool = True, share: tuple[int, int] = (0, 1),
+             join_timeout: float = JOIN_TIMEOUT) -> dict[str, Any]:
     """The ``smat roar`` job: load and split the data, run every cell, write the report.
 
     Writes under `output_dir`: ``config.json``, the cell cache ``cache/``, ``roar.json``
-    (curves, per-seed Eq. 3, mean and 95% CI) and ``roar.png`` (the plot).
+    (curves, per-seed Eq. 3, mean and 95% CI) and ``roar.png`` (the plot). With `share`
+    the seeds are split over processes that share `output_dir` (:func:`run_cells`); only
+    share 0 writes the report.
 
     Args:
       data: source, task, max_len and split seed (the student-protocol fields are unused).
@@ -500,9 +551,12 @@ def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
       model: the pretrained start of every model (default: the preset's).
       output_dir: run folder; rerunning with it resumes.
       progress: progress bars and one line per finished seed.
+      share: (this process's share of the seeds, number of shares).
+      join_timeout: how long share 0 waits for the other shares' cells.
 
     Returns:
-      The report written to ``roar.json``.
+      The report written to ``roar.json``; a share other than 0 returns ``{"share": "I/N",
+      "seeds": [...], "cells_trained": K}`` and writes no report.
     """
     from smat.data import tokenize
 
@@ -537,7 +591,10 @@ def run_roar(*, data: DataConfig, roar: RoarConfig, preset: str = "small",
                         task=data.task, cache_dir=output_dir / "cache",
                         dataset=f"{data.source}-{data.task}", model=f"{preset}-{model.name}",
                         progress=progress)
-    result = run_cells(runner)
+    result = run_cells(runner, share=share, join_timeout=join_timeout)
+    if result is None:
+        return {"share": f"{share[0]}/{share[1]}", "seeds": list(roar.seeds[share[0]::share[1]]),
+                "cells_trained": runner.trained_cells}
     mode = "Recursive ROAR" if roar.recursive else "ROAR"
     plot_roar(result.curves, result.baseline, result.ratios, metric=result.metric,
               title=f"{mode}: {data.source}, {preset} preset, {len(roar.seeds)} seeds",
