@@ -17,7 +17,10 @@ the same global batches (the batch order is a function of seed and epoch only) a
 :func:`initialize_distributed`; each process places only the shards of its own devices.
 A teacher's training rows can instead be dealt out into data shards
 (:class:`smat.data.DataShards`): each process then holds only its own rows of every
-global batch (``shard_batch(..., process_local=True)``).
+global batch (``shard_batch(..., process_local=True)``). Data sets that are explained rather
+than trained on are dealt out in contiguous blocks (:func:`process_block`): each process
+tokenizes its block, every global batch takes an equal part from each block, and the
+outputs (or the blocks themselves, :func:`gather_blocks`) are joined on every process.
 
 Example:
   >>> mesh = data_mesh()  # every device
@@ -45,8 +48,11 @@ __all__ = [
     "commit",
     "data_mesh",
     "finish_distributed",
+    "gather_blocks",
     "initialize_distributed",
     "is_primary",
+    "process_block",
+    "process_blocks",
     "process_max",
     "replicate",
     "resolve_mesh",
@@ -185,6 +191,41 @@ def process_max(value: int) -> int:
     from jax.experimental import multihost_utils
 
     return int(np.max(multihost_utils.process_allgather(np.asarray(value, np.int32))))
+
+
+def process_blocks(num_rows: int) -> list[slice]:
+    """Every process's contiguous block of `num_rows` rows, process 0's first (their
+    sizes differ by at most one row)."""
+    count = jax.process_count()
+    return [slice(q * num_rows // count, (q + 1) * num_rows // count) for q in range(count)]
+
+
+def process_block(num_rows: int) -> slice:
+    """This process's block of `num_rows` rows (:func:`process_blocks`)."""
+    return process_blocks(num_rows)[jax.process_index()]
+
+
+def gather_blocks(tree: PyTree, num_rows: int) -> PyTree:
+    """Every process's block (:func:`process_block` of `num_rows`) of each array of `tree`,
+    joined in process order: all `num_rows` rows, on every process (one all-gather per
+    array, a collective: every process must call it)."""
+    if jax.process_count() == 1:
+        return tree
+    from jax.experimental import multihost_utils
+
+    blocks = process_blocks(num_rows)
+    largest = max(block.stop - block.start for block in blocks)
+
+    def gather(leaf):
+        leaf = np.asarray(leaf)
+        padded = np.zeros((largest, *leaf.shape[1:]), np.uint8 if leaf.dtype == bool
+                          else leaf.dtype)
+        padded[:len(leaf)] = leaf
+        every = np.asarray(multihost_utils.process_allgather(padded))  # (processes, largest, ...)
+        return np.concatenate([every[q, :block.stop - block.start]
+                               for q, block in enumerate(blocks)]).astype(leaf.dtype)
+
+    return jax.tree.map(gather, tree)
 
 
 def replicate(tree: PyTree, mesh: Mesh) -> PyTree:

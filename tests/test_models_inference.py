@@ -3,9 +3,11 @@
 import numpy as np
 import pytest
 
+from smat.data import take
 from smat.models import functional
 from smat.models.inference import (
     batch_logits,
+    block_plan,
     map_batches,
     predict_logits,
     predictions_from_logits,
@@ -55,3 +57,42 @@ def test_predict_logits_equals_one_uncut_call():
     predicted = predictions_from_logits(whole, "classification")
     np.testing.assert_array_equal(predicted, whole.argmax(-1))
     np.testing.assert_array_equal(predictions_from_logits(whole, "regression"), whole[:, 0])
+
+
+def test_block_plan_takes_an_equal_part_of_every_block_and_each_row_once():
+    """Blocks of 5 and 7 rows, batches of 4 (2 per block): the second block's last batch
+    has no partner in the first, which repeats its first rows there, none of them kept."""
+    lengths = np.array([3, 9, 1, 4, 4, 20, 2, 2, 17, 5, 3, 8])
+    blocks = [slice(0, 5), slice(5, 12)]
+    plan = block_plan(lengths, blocks, batch_size=4, length_multiple=8, width=32)
+    assert len(plan) == 4  # max(ceil(5 / 2), ceil(7 / 2))
+    kept = np.concatenate([batch.rows[batch.kept] for batch in plan])
+    np.testing.assert_array_equal(np.sort(kept), np.arange(12))
+    for batch in plan:
+        assert all(r < 5 for r in batch.rows[:2]) and all(r >= 5 for r in batch.rows[2:])
+        np.testing.assert_array_equal(batch.rows, np.concatenate(
+            [block.start + part for block, part in zip(blocks, batch.parts, strict=True)]))
+        assert batch.length == min(32, 8 * -(-lengths[batch.rows[batch.kept]].max() // 8))
+    assert not plan[-1].kept[:2].any() and plan[-1].kept[2]  # block 0 has run out
+    assert plan[0].length == 8 and plan[-1].length == 24  # lengths 1-2 first, 20 last
+    with pytest.raises(ValueError, match="does not divide over 2 processes"):
+        block_plan(lengths, blocks, batch_size=3, length_multiple=8, width=32)
+    with pytest.raises(ValueError, match="leave process 1 without rows"):
+        block_plan(lengths[:1], [slice(0, 1), slice(1, 1)], batch_size=2, length_multiple=8,
+                   width=32)
+
+
+def test_map_batches_over_one_block_is_map_batches():
+    """One process's block of every row (`num_rows`): the same outputs as without."""
+    data = synthetic_encoded(11, seq_len=32, seed=3)
+
+    def fn(batch, rows, full):
+        return {"row": rows, "ids": batch.input_ids, "label": batch.labels}
+
+    plain = map_batches(fn, data, batch_size=4, length_multiple=8, per_token=["ids"])
+    blocks = map_batches(fn, data, batch_size=4, length_multiple=8, per_token=["ids"],
+                         num_rows=11)
+    for name in plain:
+        np.testing.assert_array_equal(blocks[name], plain[name])
+    with pytest.raises(ValueError, match="holds 10 rows; its block of 11 is rows 0..10"):
+        map_batches(fn, take(data, np.arange(10)), batch_size=4, num_rows=11)

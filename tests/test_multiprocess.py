@@ -4,7 +4,8 @@ it equals the one-process run over 4 devices, and its model loads in one process
 two-process run killed after its first checkpoint resumes as two processes and, from a
 copy of its folder, as one; with data shards each process tokenizes only its own training
 rows and the teacher equals one process's holding every shard; `smat explain` over the two
-processes writes the one-process explanations.
+processes, each tokenizing its own block of the texts, writes the one-process
+explanations.
 
 The processes are `smat` commands as a user would start them on two hosts
 (``--coordinator``, ``--num-processes``, ``--process-id``); ``--devices 4`` exists only in
@@ -187,8 +188,10 @@ def test_data_shards_over_two_processes_train_the_one_process_teacher(teacher_fl
 
 
 def test_explain_over_two_processes_equals_one_process(one_process_teacher, tmp_path):
-    """`smat explain` of 14 texts in batches of 8 (the last one padded) over the joined
-    4-device mesh writes the one-process explanations: every row once, in order."""
+    """`smat explain` of 14 texts over the joined 4-device mesh: each process tokenizes
+    its block of 7 texts, each batch of 8 takes 4 rows of each block (the second batch of a
+    block holds 3) and is cut to the longest of them; the explanations written are the
+    one-process ones: every row once, in order."""
     words = ["a great film", "boring and slow", "truly awful acting , a waste of time",
              "wonderful and moving", "dull mess", "a joy to watch , great fun",
              "slow and boring story", "moving and wonderful story , truly great acting"]
@@ -198,7 +201,9 @@ def test_explain_over_two_processes_equals_one_process(one_process_teacher, tmp_
               str(tmp_path / "texts.txt"), "--explainers", "gradient",
               "integrated_gradients", "attention_rollout", "random", "--ig-steps", "4",
               "--batch-size", "8", "--no-progress", "--no-compile-cache", "--devices", "4"]
-    _joined([*common, "--output-dir", str(tmp_path / "two")], tmp_path)
+    logs = _joined([*common, "--output-dir", str(tmp_path / "two")], tmp_path)
+    assert "explain: process 0 tokenizes texts 1-7 of 14" in logs[0], logs[0][-2000:]
+    assert "explain: process 1 tokenizes texts 8-14 of 14" in logs[1], logs[1][-2000:]
     _run_processes([[SMAT, *common, "--output-dir", str(tmp_path / "one")]], devices=4,
                    tmp_path=tmp_path, name="one")
     two, one = (json.loads((tmp_path / name / "explanations.json").read_text())

@@ -12,6 +12,7 @@ Images: `load_images` (class folders, `.npz`, Hugging Face) -> `ImageDataset` ->
 """
 
 from smat.data.batching import DataShards as DataShards
+from smat.data.batching import batches_by_length as batches_by_length
 from smat.data.batching import batches_per_epoch as batches_per_epoch
 from smat.data.batching import epoch_batches as epoch_batches
 from smat.data.batching import epoch_order as epoch_order
@@ -75,6 +76,7 @@ __all__ = [
     "TokenizeStats",
     "TruncationWarning",
     "available_corpora",
+    "batches_by_length",
     "batches_per_epoch",
     "char_spans_to_token_mask",
     "encode_labels",

@@ -185,9 +185,15 @@ def length_sorted_batches(attention_mask: np.ndarray, *,
       >>> [(rows.tolist(), count) for rows, count in length_sorted_batches(mask, batch_size=2)]
       [([1, 2], 2), ([0, 0], 1)]
     """
+    return batches_by_length(np.sum(np.asarray(attention_mask) != 0, axis=1),
+                             batch_size=batch_size)
+
+
+def batches_by_length(lengths: np.ndarray, *, batch_size: int) -> list[tuple[np.ndarray, int]]:
+    """:func:`length_sorted_batches` of rows whose real lengths are `lengths` (N,)."""
     if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    order = np.argsort(np.sum(np.asarray(attention_mask) != 0, axis=1), kind="stable")
+    order = np.argsort(np.asarray(lengths), kind="stable")
     batches = []
     for start in range(0, len(order), batch_size):
         rows = order[start:start + batch_size].astype(np.int64)

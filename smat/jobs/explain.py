@@ -8,6 +8,7 @@ explain the predicted class.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -25,7 +26,7 @@ from smat.models.inference import (
     predict_logits,
     predictions_from_logits,
 )
-from smat.parallel import is_primary
+from smat.parallel import gather_blocks, is_primary, process_block
 from smat.store import model_store
 from smat.store.explainer_store import load_explainer
 from smat.store.explanation_file import file_texts, is_explanation_file, read_explanations
@@ -87,6 +88,7 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
                     task: str, ig_steps: int = 50, batch_size: int = 16,
                     length_multiple: int = 16, mesh: jax.sharding.Mesh | None = None,
                     target: str = "predicted", ig_method: str = "gausslegendre",
+                    num_rows: int | None = None,
                     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Scores (N, T) of each explainer, the model's predictions and the predicted class's
     probability (NaN for regression) on tokenized data: the one way smat explains a data
@@ -114,6 +116,9 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
       target: the output the gradient explainers attribute: "predicted" (the model's
         class) or "gold" (``data.labels``, as ROAR does); regression explains its output.
       ig_method: the quadrature rule of integrated gradients.
+      num_rows: the rows of the whole data set when `data` is only this process's block
+        of them (:func:`smat.parallel.process_block`); every process gets all rows'
+        scores.
 
     Raises:
       ValueError: an unknown explainer name or target, or a batch that does not divide over
@@ -152,7 +157,8 @@ def explain_encoded(graphdef, params, data: Encoded, explainers: Sequence[str | 
 
     names = [str(e) for e in explainers]
     outputs = map_batches(explain_batch, data, batch_size=batch_size, desc="explain",
-                          length_multiple=length_multiple, per_token=names, mesh=mesh)
+                          length_multiple=length_multiple, per_token=names, mesh=mesh,
+                          num_rows=num_rows)
     scores = {name: outputs[name].astype(np.float32) for name in names}
     return (scores, *predictions_of(outputs["logits"], task))
 
@@ -171,22 +177,33 @@ def predictions_of(logits: np.ndarray, task: str) -> tuple[np.ndarray, np.ndarra
 def explain_texts(trained: model_store.TrainedModel, texts: Sequence[str],
                   explain: ExplainConfig) -> Explanations:
     """Tokenize `texts` at the model's length, predict them with a loaded model and explain
-    each prediction (:func:`explain_data`).
+    each prediction (:func:`explain_data`). In a multi-process run each process tokenizes
+    only its block of the texts (:func:`smat.parallel.process_block`) and the batches are
+    assembled from every block.
 
     Raises:
       ValueError: no texts, or a model without a tokenizer (:func:`model_store.encode_texts`),
         and as :func:`explain_data`.
     """
-    return explain_data(trained, model_store.encode_texts(trained, texts, job="explain"),
-                        explain)
+    if jax.process_count() == 1:
+        return explain_data(trained, model_store.encode_texts(trained, texts, job="explain"),
+                            explain)
+    block = process_block(len(texts))
+    print(f"explain: process {jax.process_index()} tokenizes texts {block.start + 1}-"
+          f"{block.stop} of {len(texts)}", file=sys.stderr, flush=True)
+    return explain_data(trained, model_store.encode_texts(trained, texts, job="explain",
+                                                          rows=block),
+                        explain, num_rows=len(texts))
 
 
 def explain_data(trained: model_store.TrainedModel, data: Encoded,
-                 explain: ExplainConfig) -> Explanations:
+                 explain: ExplainConfig, *, num_rows: int | None = None) -> Explanations:
     """Predict tokenized `data` with a loaded model and explain each prediction with
     ``explain``'s explainers and settings (:func:`explain_encoded`); explainers that are
     files of explanations computed elsewhere are read (:mod:`smat.store.explanation_file`;
-    the rows must then be the file's first texts).
+    the rows must then be the file's first texts). With `num_rows`, `data` is this
+    process's block of `num_rows` rows (:func:`smat.parallel.process_block`); the
+    explanations are of all of them.
 
     Raises:
       ValueError: the model is not in ``explain.precision`` (load it with
@@ -195,19 +212,21 @@ def explain_data(trained: model_store.TrainedModel, data: Encoded,
         a file's explanations are not of these rows or repeat a name.
     """
     graphdef, params = functional.split(trained.model)
-    check_model_and_rows(params, len(data.labels), explain)
+    check_model_and_rows(params, num_rows or len(data.labels), explain)
     files = [str(e) for e in explain.explainers if is_explanation_file(e)]
     computed = [e for e in explain.explainers if str(e) not in files]
-    options = dict(task=trained.info["task"], batch_size=explain.batch_size,
-                   length_multiple=explain.length_multiple)
+    options = dict(batch_size=explain.batch_size, length_multiple=explain.length_multiple,
+                   num_rows=num_rows)
     if computed:
         scores, predictions, probabilities = explain_encoded(
-            graphdef, params, data, computed, ig_steps=explain.ig_steps, **options)
+            graphdef, params, data, computed, ig_steps=explain.ig_steps,
+            task=trained.info["task"], **options)
     else:
         scores = {}
         predictions, probabilities = predictions_of(
-            predict_logits(graphdef, params, data, batch_size=explain.batch_size,
-                           length_multiple=explain.length_multiple), trained.info["task"])
+            predict_logits(graphdef, params, data, **options), trained.info["task"])
+    if num_rows is not None:
+        data = gather_blocks(data, num_rows)  # every row, for the tokens and the files
     tokens = [trained.tokenizer.convert_ids_to_tokens(row.tolist()) for row in data.input_ids]
     show = (data.attention_mask != 0) & ~data.special_tokens_mask
     for path in files:

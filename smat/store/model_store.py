@@ -201,10 +201,12 @@ PAIR_SEPARATOR = "\t"
 hypothesis, source / translation) on a line of a texts file."""
 
 
-def encode_texts(trained: TrainedModel, texts: Sequence[str], *, job: str) -> Encoded:
+def encode_texts(trained: TrainedModel, texts: Sequence[str], *, job: str,
+                 rows: slice = slice(None)) -> Encoded:
     """Tokenize `texts` with a loaded text model's tokenizer at its max_len (longer texts
     are truncated with one warning). A model trained on text pairs (its data settings
     name a ``text_pair_column``) reads each text as its two parts separated by one tab.
+    Only the texts of `rows` are tokenized (a process's block); all are checked.
 
     Raises:
       ValueError: no texts, a model without a tokenizer (a vision model), or a text of a
@@ -218,7 +220,8 @@ def encode_texts(trained: TrainedModel, texts: Sequence[str], *, job: str) -> En
                          f"encoder); {job} takes text models only")
     pair_column = (trained.info.get("data") or {}).get("text_pair_column")
     if pair_column is None:
-        return tokenize_texts(list(texts), trained.tokenizer, max_len=trained.info["max_len"])
+        return tokenize_texts(list(texts[rows]), trained.tokenizer,
+                              max_len=trained.info["max_len"])
     pairs = [text.split(PAIR_SEPARATOR) for text in texts]
     bad = [i + 1 for i, parts in enumerate(pairs) if len(parts) != 2]
     if bad:
@@ -226,6 +229,6 @@ def encode_texts(trained: TrainedModel, texts: Sequence[str], *, job: str) -> En
                          f"{pair_column!r}): write each example as its two texts separated "
                          f"by one tab; text {bad[0]} has {len(pairs[bad[0] - 1]) - 1} tabs"
                          + (f" ({len(bad)} such texts)" if len(bad) > 1 else ""))
-    return tokenize_texts([first for first, _ in pairs], trained.tokenizer,
+    return tokenize_texts([first for first, _ in pairs[rows]], trained.tokenizer,
                           max_len=trained.info["max_len"],
-                          text_pairs=[second for _, second in pairs])
+                          text_pairs=[second for _, second in pairs[rows]])
