@@ -57,20 +57,34 @@ class Cell:
     size: int
     setting: str
     seed: int
+    source: str = "text"  # what the teacher explains (the controls' --explanation-source)
+
+    @property
+    def arm(self) -> str:
+        """The setting, and the explanation source when it is not the row's own text."""
+        return self.setting + ("" if self.source == "text" else f"_{self.source}")
 
     @property
     def name(self) -> str:
-        return f"teacher{self.teacher_seed}/n{self.size}/{self.setting}_seed{self.seed}"
+        return f"teacher{self.teacher_seed}/n{self.size}/{self.arm}_seed{self.seed}"
 
     @property
     def needs(self) -> Cell | None:
         """The cell whose SMaT student this one's coefficients come from."""
-        return (dataclasses.replace(self, setting="smat") if self.setting in FROM_SMAT
-                else None)
+        return (dataclasses.replace(self, setting="smat", source="text")
+                if self.setting in FROM_SMAT else None)
+
+    @property
+    def output(self) -> Path:
+        """The driver's folder (one per teacher and explanation source)."""
+        return RUNS / (f"teacher{self.teacher_seed}_students"
+                       + ("" if self.source == "text" else f"_{self.source}"))
 
     def driver_args(self, fingerprint: str) -> list[str]:
         args = ["--explainers", self.setting, "--sizes", str(self.size),
                 "--seeds", str(self.seed)]
+        if self.source != "text":
+            args += ["--explanation-source", self.source]
         if self.needs is not None:
             args += ["--smat-cells", str(destination(self.needs, fingerprint).with_suffix(
                 ".json"))]
@@ -79,15 +93,27 @@ class Cell:
 
 FROM_SMAT = ("smat_frozen", "random_heads")
 LAYERS = tuple(f"layer{k}" for k in range(6))
+# The leakage controls (setting, explanation source): the positive control, an explainer
+# whose mass encodes only the teacher's class, on the text and on shuffled text (a probe and
+# the shuffled-text students must both see it); SMaT's coefficients frozen on shuffled text
+# (the same heads, the text taken away); SMaT and static attention with the explanations of
+# other rows of the same teacher class (what the mass says about the class kept, what it
+# says about the row's words taken away).
+CONTROLS = (("label_leak", "text"), ("label_leak", "shuffled_text"),
+            ("smat_frozen", "shuffled_text"), ("smat", "swapped_same_label"),
+            ("attention_all", "swapped_same_label"))
 
 
 def plan() -> list[Cell]:
     """Every planned cell, in the order they train: the first teacher's Table 1 core at
-    n=500, the ablations of SMaT's gain, the rest of Table 1 and Table 7, two more
-    teachers, then the first teacher's Table 1 at n=1000."""
+    n=500, the ablations of SMaT's gain, the leakage controls, the single layers, the rest
+    of Table 1 and Table 7, two more teachers, then the first teacher's Table 1 at
+    n=1000."""
     cells = [Cell(0, 500, setting, seed) for seed in SEEDS
              for setting in ("smat", "attention_all", "none")]
     cells += [Cell(0, 500, setting, seed) for setting in (*FROM_SMAT, "smat_pool_outer")
+              for seed in SEEDS]
+    cells += [Cell(0, 500, setting, seed, source) for setting, source in CONTROLS
               for seed in SEEDS]
     cells += [Cell(0, 500, setting, seed) for setting in LAYERS for seed in SEEDS]
     cells += [Cell(0, 500, setting, seed)
@@ -119,7 +145,7 @@ def teacher_fingerprint(teacher_seed: int) -> str | None:
 
 
 def destination(cell: Cell, fingerprint: str) -> Path:
-    return RESULTS / f"n{cell.size}" / f"teacher_{fingerprint}" / f"{cell.setting}_seed{cell.seed}"
+    return RESULTS / f"n{cell.size}" / f"teacher_{fingerprint}" / f"{cell.arm}_seed{cell.seed}"
 
 
 def running_cell() -> str | None:
@@ -228,7 +254,7 @@ def run(cells: Sequence[Cell], *, data_dir: str, limit_kb: int) -> None:
                 ".json").is_file():
             print(f"{_now()} {cell.name}: waits for {cell.needs.name}", flush=True)
             continue
-        output = RUNS / f"teacher{cell.teacher_seed}_students"
+        output = cell.output
         run_driver(cell.name, ["--teacher", str(teacher), *cell.driver_args(fingerprint)],
                    output=output, data_dir=data_dir, limit_kb=limit_kb)
         results = json.loads((output / "results.json").read_text())

@@ -219,6 +219,22 @@ def _random(b: BatchInputs) -> jax.Array:
         b.keys, mask)
 
 
+LEAK_SCORE = 10.0
+"""The score ``label_leak`` gives the one token it marks (softmax mass about 1 - n e^-10)."""
+
+
+def _label_leak(b: BatchInputs) -> jax.Array:
+    # the positive control of the leakage checks: the mass says which class is explained
+    # (the target, else the predicted one) and nothing about the text: class c marks the
+    # (c + 1)-th real token (the first word after [CLS] for class 0), or the last one
+    mask = jnp.asarray(b.attention_mask) != 0
+    target = (jnp.argmax(b.f(b.x, b.mask), axis=-1) if b.target is None
+              else jnp.asarray(b.target))
+    position = jnp.minimum(target + 1, jnp.sum(mask, axis=1) - 1)  # (B,)
+    marked = jnp.arange(mask.shape[1])[None] == position[:, None]
+    return jnp.where(marked & mask, LEAK_SCORE, 0.0).astype(jnp.float32)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExplainerSpec:
     """One static explainer: how to compute it and what it needs.
@@ -345,6 +361,11 @@ STATIC: dict[str, ExplainerSpec] = {spec.name: spec for spec in (
     ExplainerSpec(name="attention_rollout", scores=_attention_rollout, needs_gradients=False,
                   needs_full_attention=True, images=False,
                   summary="attention rollout (Abnar & Zuidema 2020) of the full attention"),
+    ExplainerSpec(name="label_leak", scores=_label_leak, needs_gradients=False,
+                  student_beta=5.0, images=False,
+                  summary="a positive control, not an explanation: all mass on the (c+1)-th "
+                          "token when the model's class is c, nothing about the text (the "
+                          "leak the probe and the shuffled-text students must see)"),
     ExplainerSpec(name="random", scores=_random, needs_gradients=False,
                   batch_independent=True, full_width=True,
                   summary="seeded uniform scores per row (the baseline every metric needs)"),

@@ -222,3 +222,19 @@ def test_user_docs_say_nothing_of_the_workshop():
               for match in re.finditer(r"\bsessions?\b", path.read_text(), re.IGNORECASE)]
     assert not found, found
     assert re.search(r"\bissue #?\d+", "as issue 33 asked", re.IGNORECASE)  # the check bites
+
+
+def test_the_benchmark_summary_gives_each_committed_ratio():
+    """Each row of docs/benchmarks.md's summary whose benchmark records a ratio
+    (benchmarks/results/<name>.json) shows that ratio first, in bold."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    rows = re.findall(r"^\| `(\w+)\.py` \|[^|]*\| \*\*([\d.]+)x\*\*", page, re.MULTILINE)
+    checked = 0
+    for name, shown in rows:
+        path = ROOT / "benchmarks" / "results" / f"{name}.json"
+        ratio = json.loads(path.read_text()).get("ratio") if path.is_file() else None
+        if ratio is not None:
+            assert shown == f"{ratio:.2f}", f"{name}: the summary shows {shown}x, " \
+                                            f"{path.name} {ratio:.2f}x"
+            checked += 1
+    assert checked >= 7, rows

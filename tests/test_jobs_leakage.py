@@ -3,6 +3,8 @@ reference, written as leakage.json / leakage.md."""
 
 import json
 
+import pytest
+
 from smat.cli import main
 
 
@@ -25,18 +27,33 @@ def test_leakage_command_probes_each_explainer_and_the_length(tiny_teacher, tmp_
     assert "--folds must be >= 2, got 1" in capsys.readouterr().err
 
 
-def test_shuffled_text_control_student_runs_on_its_own_cached_explanations(tiny_teacher,
-                                                                           tmp_path, capsys):
-    common = ["train-student", "--teacher", str(tiny_teacher), "--explainers", "smat",
+@pytest.mark.parametrize("explainer,source", [("smat", "shuffled_text"),
+                                              ("smat", "swapped_same_label"),
+                                              ("label_leak", "shuffled_text")])
+def test_control_students_run_on_their_own_cached_explanations(tiny_teacher, tmp_path,
+                                                                capsys, explainer, source):
+    common = ["train-student", "--teacher", str(tiny_teacher), "--explainers", explainer,
               "--size", "16", "--max-epochs", "1", "--batch-size", "8", "--no-progress"]
-    assert main([*common, "--explanation-source", "shuffled_text", "--output-dir",
+    assert main([*common, "--explanation-source", source, "--output-dir",
                  str(tmp_path / "control")]) == 0
     control = json.loads(capsys.readouterr().out)
-    assert control["explainer"] == "smat" and "accuracy" in control["test"]
+    assert control["explainer"] == explainer and "accuracy" in control["test"]
     recorded = json.loads((tmp_path / "control" / "config.json").read_text())
-    assert recorded["student"]["explanation_source"] == "shuffled_text"
-    # the teacher's explanations of shuffled rows are cached apart from the plain ones
-    assert (tiny_teacher / "cache" / "smat-n16-ig50-shuffled_text.npz").is_file()
+    assert recorded["student"]["explanation_source"] == source
+    # the teacher's explanations of the control are cached apart from the plain ones
+    assert (tiny_teacher / "cache" / f"{explainer}-n16-ig50-{source}.npz").is_file()
+
+
+def test_label_leak_is_what_the_probe_reads_best(tiny_teacher, tmp_path):
+    """The positive control through `smat leakage`: its probe reads the predicted class
+    (nearly) perfectly, far above the length alone."""
+    out = tmp_path / "leakage"
+    assert main(["leakage", "--model", str(tiny_teacher / "model"), "--explainers",
+                 "label_leak", "--folds", "4", "--no-progress", "--output-dir",
+                 str(out)]) == 0
+    report = json.loads((out / "leakage.json").read_text())
+    assert report["explainers"]["label_leak"]["accuracy"] >= 0.95
+    assert report["length_only"]["accuracy"] < report["explainers"]["label_leak"]["accuracy"]
 
 
 def test_the_committed_leakage_page_regenerates_from_its_json():

@@ -18,11 +18,22 @@ def test_the_plan_pairs_every_setting_with_smat_seed_by_seed_under_one_teacher()
     cells = queue.plan()
     assert len({cell.name for cell in cells}) == len(cells)
     first = [c for c in cells if c.teacher_seed == 0 and c.size == 500]
-    settings = {c.setting for c in first}
+    arms = {c.arm for c in first}
     assert {"none", "attention_all", "smat", "smat_frozen", "random_heads", "layer3",
-            "smat_pool_outer", "gradient", "integrated_gradients"} <= settings
-    for setting in settings:
-        assert sorted(c.seed for c in first if c.setting == setting) == [0, 1, 2, 3, 4]
+            "smat_pool_outer", "gradient", "integrated_gradients", "label_leak",
+            "label_leak_shuffled_text", "smat_frozen_shuffled_text",
+            "smat_swapped_same_label", "attention_all_swapped_same_label"} <= arms
+    for arm in arms:
+        assert sorted(c.seed for c in first if c.arm == arm) == [0, 1, 2, 3, 4]
+    # a control trains apart from the plain students, told its explanation source; frozen
+    # coefficients come from the plain SMaT student
+    control = next(c for c in first if c.arm == "smat_frozen_shuffled_text")
+    assert control.needs == queue.Cell(0, 500, "smat", control.seed)
+    assert control.output != control.needs.output
+    args = control.driver_args("abc")
+    assert args[args.index("--explanation-source") + 1] == "shuffled_text"
+    assert str(queue.destination(control, "abc")).endswith(
+        "n500/teacher_abc/smat_frozen_shuffled_text_seed" + str(control.seed))
     # an ablation of SMaT's coefficients comes after the SMaT student it reads
     order = {cell.name: i for i, cell in enumerate(cells)}
     for cell in cells:

@@ -9,9 +9,11 @@ from smat.registry import DEFAULT_BETA
 from smat.registry import STUDENT_SETTINGS as SETTINGS
 from smat.training.loop import LoopConfig, with_loop
 from smat.training.student import (
+    NO_MASS,
     StudentTrainConfig,
     cache_teacher,
     fixed_head_rows,
+    same_label_donors,
     split_pool_for_outer,
     train_student,
 )
@@ -198,6 +200,72 @@ def test_shuffled_text_control_explains_the_shuffled_tokens_and_keeps_the_logits
     assert not np.allclose(getattr(control, explanation), getattr(own, explanation))
     with pytest.raises(ValueError, match="explanation_source must be one of"):
         StudentTrainConfig(explanation_source="shuffled")
+
+
+def test_shuffled_text_explains_the_class_the_teacher_gives_the_row_itself(teacher,
+                                                                          monkeypatch):
+    """On shuffled text a static explainer is told the class of the unshuffled row (the
+    teacher's label of the row), not left to the class of the shuffled tokens; so
+    label_leak's scores are the plain ones."""
+    from smat.training import student
+
+    graphdef, params = teacher
+    data = synthetic_encoded(16, seed=3)
+    plain = cache_teacher(graphdef, params, data, setting="label_leak", batch_size=8)
+    told = {}
+    static = student.static_scores
+
+    def recorded(*args, row_ids, **kwargs):
+        told.update(zip(np.asarray(row_ids).tolist(), np.asarray(args[5]).tolist(),
+                        strict=True))
+        return static(*args, row_ids=row_ids, **kwargs)
+
+    monkeypatch.setattr(student, "static_scores", recorded)
+    control = cache_teacher(graphdef, params, data, setting="label_leak", batch_size=8,
+                            explanation_source="shuffled_text")
+    assert told == dict(enumerate(plain.teacher_logits.argmax(1).tolist()))
+    np.testing.assert_array_equal(control.teacher_scores, plain.teacher_scores)
+
+
+def test_same_label_donors_pair_rows_of_one_class_and_length():
+    classes = np.array([0, 0, 1, 0, 1, 1, 0, 1, 0, 2])
+    lengths = np.array([5, 5, 7, 9, 7, 3, 5, 8, 12, 4])
+    donors = same_label_donors(classes, lengths)
+    np.testing.assert_array_equal(np.sort(donors), np.arange(10))  # a permutation
+    assert np.all(classes[donors] == classes)
+    assert donors[9] == 9  # the only row of class 2 keeps its own
+    assert np.all(donors[:9] != np.arange(9))
+    # class 0: the run of length 5 (rows 0, 1, 6) cycles; rows 3 (9) and 8 (12) are runs
+    # of one and join it
+    assert {0: donors[0], 1: donors[1]} == {0: 1, 1: 6}
+    assert set(donors[[0, 1, 6, 3, 8]]) == {0, 1, 6, 3, 8}
+    # class 1: lengths 3, 7, 7, 8: the single 3 joins the 7s, the single 8 joins them too
+    assert set(donors[[5, 2, 4, 7]]) == {5, 2, 4, 7}
+
+
+@pytest.mark.parametrize("setting", ["smat", "gradient"])
+def test_swapped_control_gives_each_row_a_same_class_rows_explanation(teacher, setting):
+    """Row i's explanation is its donor's, with no mass past the donor's length; the
+    logits stay the row's own."""
+    graphdef, params = teacher
+    data = synthetic_encoded(24, seed=5)
+    own = cache_teacher(graphdef, params, data, setting=setting, ig_steps=4, batch_size=8)
+    control = cache_teacher(graphdef, params, data, setting=setting, ig_steps=4,
+                            batch_size=8, explanation_source="swapped_same_label")
+    np.testing.assert_array_equal(control.teacher_logits, own.teacher_logits)
+    lengths = data.attention_mask.sum(1)
+    donors = same_label_donors(own.teacher_logits.argmax(1), lengths)
+    assert np.any(donors != np.arange(24))
+    name = "teacher_features" if setting == "smat" else "teacher_scores"
+    swapped, original = getattr(control, name), getattr(own, name)
+    for row, donor in enumerate(donors):
+        n = lengths[donor]
+        np.testing.assert_array_equal(swapped[row, ..., :n], original[donor, ..., :n])
+        assert np.all(swapped[row, ..., n:] == NO_MASS)
+    regression = functional.split(tiny_classifier(seed=1, task="regression"))
+    with pytest.raises(ValueError, match="a regression teacher has none"):
+        cache_teacher(*regression, data, setting=setting, ig_steps=4, batch_size=8,
+                      explanation_source="swapped_same_label")
 
 
 def test_fixed_head_rows_with_uniform_weights_are_attention_all(teacher):

@@ -46,7 +46,10 @@ OUTER_LEARNING_RATE = {"classification": 5e-4, "regression": 2e-4}
 
 
 # what a teacher explanation is computed on (StudentTrainConfig.explanation_source)
-EXPLANATION_SOURCES = ("text", "shuffled_text")
+EXPLANATION_SOURCES = ("text", "shuffled_text", "swapped_same_label")
+NO_MASS = -1e4
+"""The teacher score of a position a swapped explanation does not cover (its donor row is
+shorter): the explanation softmax gives it no mass."""
 # where a student's training rows come from (StudentTrainConfig.student_pool)
 STUDENT_POOLS = ("held_out", "teacher_train")
 # where SMaT's outer loss (Eq. 9) draws its rows from (StudentTrainConfig.outer_rows)
@@ -79,7 +82,10 @@ class StudentTrainConfig:
       explanation_source: the text each teacher explanation is computed on: the row's own
         ("text"), or its tokens in a random order fixed per row ("shuffled_text"), the
         leakage control: an explanation that points at evidence stops helping, a label
-        encoded in where the mass sits survives (smat.jobs.leakage).
+        encoded in where the mass sits survives (smat.jobs.leakage); or another row's
+        explanation, of a row the teacher gives the same class ("swapped_same_label",
+        :func:`same_label_donors`): what the mass says about the class survives, what it
+        says about this row's words does not.
       student_pool: where the student's training rows come from: rows the teacher never
         saw ("held_out", the paper's text classification protocol) or a sample of the
         teacher's own training rows ("teacher_train", its CIFAR-100 and MLQE-PE
@@ -228,7 +234,10 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
       batch_size: rows per teacher call (a multiple of the mesh's devices).
       mesh: data parallelism (:mod:`smat.parallel`); None uses the ambient mesh, if any.
       explanation_source: "shuffled_text" explains each row's tokens in a random order
-        (:func:`smat.data.shuffled_tokens`); the logits stay the row's own.
+        (:func:`smat.data.shuffled_tokens`), for the class the teacher gives the row
+        itself; "swapped_same_label" gives each row the
+        explanation of another row of the same teacher class (:func:`same_label_donors`),
+        with no mass past the donor's length; the logits stay the row's own.
 
     Returns:
       :class:`StudentRows` aligned with `data`.
@@ -238,24 +247,70 @@ def cache_teacher(graphdef: nnx.GraphDef, params: nnx.State, data: Encoded, *,
         args = (graphdef, params, batch.input_ids, batch.attention_mask, batch.token_type_ids)
         logits, pooled = _teacher_logits_and_pooled(*args)
         outputs = {"logits": logits}
+        target = None  # the explained class: the predicted one
         if explanation_source == "shuffled_text" and setting != "none":
             shuffled = shuffled_tokens(Encoded(*(np.asarray(a) for a in batch)), rows)
             args = (graphdef, params, shuffled.input_ids, batch.attention_mask,
                     batch.token_type_ids)
             pooled = _teacher_logits_and_pooled(*args)[1]
+            if logits.shape[-1] > 1:  # the class the teacher gives the row itself
+                target = jnp.argmax(logits, axis=-1)
         if setting in ("smat", FIXED_HEADS):  # fixed heads are applied when training
             outputs["features"] = pooled
         elif setting != "none":  # a static teacher explainer (smat.jobs.explain, paper §5)
-            outputs["scores"] = static_scores(*args, name=setting, ig_steps=ig_steps,
+            outputs["scores"] = static_scores(*args, target, name=setting, ig_steps=ig_steps,
                                               row_ids=rows)
         return outputs
 
     outputs = map_batches(teacher_outputs, data, batch_size=batch_size, length_multiple=None,
                           mesh=mesh)
+    if explanation_source == "swapped_same_label" and setting != "none":
+        if outputs["logits"].shape[1] < 2:
+            raise ValueError("explanation_source 'swapped_same_label' pairs rows of the same "
+                             "teacher class: a regression teacher has none")
+        lengths = np.sum(data.attention_mask != 0, axis=1)
+        donors = same_label_donors(np.argmax(outputs["logits"], axis=1), lengths)
+        covered = np.arange(data.attention_mask.shape[1])[None] < lengths[donors][:, None]
+        for name in ("features", "scores"):
+            if name in outputs:
+                swapped = outputs[name][donors]
+                outputs[name] = np.where(covered.reshape(len(donors), *(1,) * (
+                    swapped.ndim - 2), -1), swapped, np.float32(NO_MASS))
     empty = np.zeros((len(data.labels), 0), np.float32)
     return StudentRows(*data, teacher_logits=outputs["logits"],
                        teacher_features=outputs.get("features", empty),
                        teacher_scores=outputs.get("scores", empty))
+
+
+def same_label_donors(classes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """For each row, the row whose explanation it gets under "swapped_same_label": another
+    row of the same class, of the same length where its class has one, else of the nearest
+    length. Each class's rows are sorted by length (then index) and cut into runs of equal
+    length (a run of one row joins the run before it, or after it when it is first); each
+    row takes the next row's explanation in its run, the last row the first's. A class of
+    one row keeps its own.
+
+    Args:
+      classes: (N,) the teacher's class of each row.
+      lengths: (N,) each row's real tokens.
+
+    Returns:
+      (N,) donor row indices, a permutation without fixed points except in one-row classes.
+    """
+    donors = np.arange(len(classes))
+    for label in np.unique(classes):
+        rows = np.flatnonzero(classes == label)
+        rows = rows[np.argsort(lengths[rows], kind="stable")]
+        runs = np.split(rows, np.flatnonzero(np.diff(lengths[rows])) + 1)
+        merged: list[np.ndarray] = []
+        for run in runs:
+            if merged and (len(run) == 1 or len(merged[-1]) == 1):
+                merged[-1] = np.concatenate([merged[-1], run])
+            else:
+                merged.append(run)
+        for run in merged:
+            donors[run] = np.roll(run, -1)
+    return donors
 
 
 def _trim_rows(rows: StudentRows, multiple: int, length: int | None = None) -> StudentRows:
