@@ -38,6 +38,11 @@ def test_control_students_run_on_their_own_cached_explanations(tiny_teacher, tmp
                  str(tmp_path / "control")]) == 0
     control = json.loads(capsys.readouterr().out)
     assert control["explainer"] == explainer and "accuracy" in control["test"]
+    # each test sentence's agreement with the teacher, for a bootstrap over sentences
+    agreed = json.loads(next((tmp_path / "control").rglob("result.json")).read_text())[
+        "test_agreement"]
+    assert len(agreed) == 40 and set(agreed) <= {"0", "1"}
+    assert agreed.count("1") / 40 == pytest.approx(control["test"]["accuracy"])
     recorded = json.loads((tmp_path / "control" / "config.json").read_text())
     assert recorded["student"]["explanation_source"] == source
     # the teacher's explanations of the control are cached apart from the plain ones

@@ -409,3 +409,22 @@ def test_held_out_rows_are_cached_in_the_model_folder_and_keyed_by_the_data(
     monkeypatch.setattr(run_record, "data_fingerprint", lambda data: {"source": "0" * 16})
     with pytest.raises(ValueError, match="changed since it was trained"):
         held_out_split(model, folder=teacher)
+
+
+def test_test_row_intervals_cover_settings_that_record_their_rows():
+    from smat.jobs.simulability_report import cells_report, test_row_intervals
+
+    def record(explainer, seed, agreed):
+        return {"explainer": explainer, "seed": seed, "num_examples": 8,
+                "test": {"accuracy": agreed.count("1") / len(agreed)}, "steps": 3,
+                "train_seconds": 1.0, "test_agreement": agreed}
+
+    records = [record("smat", 0, "1111111011" * 4), record("smat", 1, "1111110111" * 4),
+               record("none", 0, "1111000010" * 4), record("none", 1, "1110000101" * 4),
+               record("attention_all", 0, "1" * 40), record("attention_all", 1, "1" * 40)]
+    del records[-1]["test_agreement"]  # an older record: no rows, no interval
+    rows = test_row_intervals(records)
+    assert [r["of"] for r in rows] == ["smat", "none", "smat - none"]
+    assert rows[0]["mean"] == pytest.approx(0.9) and rows[1]["mean"] == pytest.approx(0.5)
+    assert 0 < rows[2]["low"] < 0.4 < rows[2]["high"]
+    assert "| 8 | smat - none | 40.00 |" in cells_report(records)[2]

@@ -25,6 +25,7 @@ __all__ = [
     "MedianIQR",
     "WilcoxonResult",
     "bootstrap_ci",
+    "bootstrap_over_rows",
     "format_median_iqr",
     "holm_bonferroni",
     "iqr_above_baseline",
@@ -191,6 +192,60 @@ def bootstrap_ci(
     alpha = (1.0 - confidence) / 2.0
     low, high = np.percentile(dist, [100.0 * alpha, 100.0 * (1.0 - alpha)])
     return float(low), float(high)
+
+
+def bootstrap_over_rows(agreement: dict[str, ArrayLike], *,
+                        pairs: list[tuple[str, str]] | None = None, num_resamples: int = 500,
+                        sample_ratio: float = 0.5, confidence: float = 0.95,
+                        seed: int = 0) -> dict[str, dict[str, float]]:
+    """Intervals of each setting's simulability over the test rows, as the SMaT authors'
+    ``bootstrap_eval.py`` draws them: each resample takes ``sample_ratio`` of the N rows
+    with replacement, the same rows for every setting, and scores a setting by its
+    students' mean accuracy on them (the mean over seeds); the interval is the
+    percentile interval of those scores. Each of `pairs` also gets the interval of the
+    difference of its two settings' scores on the same resamples.
+
+    Args:
+      agreement: setting -> (seeds, N) whether each student agreed with the teacher on
+        each test row (the rows in the same order for every setting).
+      pairs: (a, b) settings whose difference a - b is bootstrapped (default: every pair
+        in the order given).
+      num_resamples: bootstrap resamples (the authors': 500).
+      sample_ratio: rows per resample, as a share of N (the authors': 0.5).
+      confidence: coverage of the intervals.
+      seed: seed of the resampling RNG.
+
+    Returns:
+      ``{setting: {"mean", "low", "high"}}`` and ``{"a - b": {"mean", "low", "high"}}``
+      for each pair.
+
+    Raises:
+      ValueError: settings with different numbers of rows, or no rows.
+    """
+    scores = {name: np.asarray(rows, np.float64) for name, rows in agreement.items()}
+    sizes = {rows.shape[-1] for rows in scores.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise ValueError(f"every setting needs agreement on the same test rows; got row "
+                         f"counts {sorted(sizes)}")
+    n = sizes.pop()
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(num_resamples, max(1, int(n * sample_ratio))))
+    drawn = {name: rows.reshape(-1, n)[:, idx].mean(axis=(0, 2))  # (num_resamples,)
+             for name, rows in scores.items()}
+    alpha = 100 * (1 - confidence) / 2
+
+    def interval(values: np.ndarray, mean: float) -> dict[str, float]:
+        low, high = np.percentile(values, [alpha, 100 - alpha])
+        return {"mean": mean, "low": float(low), "high": float(high)}
+
+    out = {name: interval(drawn[name], float(scores[name].mean())) for name in scores}
+    names = list(scores)
+    if pairs is None:
+        pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    for a, b in pairs:
+        out[f"{a} - {b}"] = interval(drawn[a] - drawn[b],
+                                     float(scores[a].mean() - scores[b].mean()))
+    return out
 
 
 def mean_with_ci(values: ArrayLike, *, seed: int = 0) -> dict[str, float]:

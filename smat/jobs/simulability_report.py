@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from smat.evaluation.simulability import paired_seed_comparison, simulability_table
+from smat.evaluation.statistics import bootstrap_over_rows
 from smat.jobs.grid import cell_dir
 from smat.markdown import markdown_table
 from smat.store.render import plot_head_weights
@@ -218,6 +219,38 @@ def seeds_per_setting(records: Sequence[Mapping[str, Any]]) -> str:
         for size, by_setting in sorted(seeds.items()))
 
 
+def test_row_intervals(records: Sequence[Mapping[str, Any]],
+                       comparisons: Sequence[tuple[str, str]] = COMPARISONS
+                       ) -> list[dict[str, Any]]:
+    """Per size, the 95% interval of each setting's mean simulability over resamples of the
+    test sentences, and of each comparison's difference
+    (:func:`smat.evaluation.statistics.bootstrap_over_rows`), for the settings whose
+    students all record their agreement on each test row (``test_agreement``)."""
+    rows = []
+    for size in sorted({record["num_examples"] for record in records}):
+        settings: dict[str, list[Mapping[str, Any]]] = {}
+        for record in records:
+            if record["num_examples"] == size:
+                settings.setdefault(record["explainer"], []).append(record)
+        agreement = {name: np.array([[c == "1" for c in r["test_agreement"]] for r in group])
+                     for name, group in settings.items()
+                     if all("test_agreement" in r for r in group)}
+        if not agreement:
+            continue
+        pairs = [(a, b) for a, b in comparisons if {a, b} <= set(agreement)]
+        intervals = bootstrap_over_rows(agreement, pairs=pairs)
+        rows += [{"num_examples": size, "of": name, **interval}
+                 for name, interval in intervals.items()]
+    return rows
+
+
+def intervals_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown table of :func:`test_row_intervals` (points)."""
+    return markdown_table(["n", "setting or difference", "mean", "95% interval"], [
+        [r["num_examples"], r["of"], f"{100 * r['mean']:.2f}",
+         f"[{100 * r['low']:.2f}, {100 * r['high']:.2f}]"] for r in rows])
+
+
 def cells_report(records: Sequence[Mapping[str, Any]],
                  comparisons: Sequence[tuple[str, str]] = COMPARISONS
                  ) -> tuple[str, list[dict[str, Any]], str]:
@@ -234,4 +267,9 @@ def cells_report(records: Sequence[Mapping[str, Any]],
             f"[min:max]):\n\n{per_student_table(records)}\n\nTraining time per student, "
             f"seconds (median [min:max]; {hours:.1f} h for all {len(records)}, each on "
             f"the machine that trained it):\n\n{per_student_table(records, 'train_seconds')}\n")
+    intervals = test_row_intervals(records, comparisons)
+    if intervals:
+        text += ("\nOver the test sentences (500 resamples of half of them, the same for "
+                 "every setting; a setting's score is its students' mean simulability):\n\n"
+                 f"{intervals_table(intervals)}\n")
     return table, paired, text

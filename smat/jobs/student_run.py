@@ -210,6 +210,12 @@ def _finish_student(output_dir: Path, inputs: _StudentInputs, config: StudentTra
               "test": result.test, "validation": result.validation,
               "best_step": result.best_step, "steps": result.steps,
               "train_seconds": round(result.seconds, 1), "teacher_params": teacher_params}
+    if inputs.task == "classification" and result.test_predictions is not None:
+        # each test row: "1" where the student agreed with the teacher (the rows of a
+        # bootstrap over test sentences, smat.evaluation.statistics.bootstrap_over_rows)
+        teacher = np.argmax(inputs.rows[2].teacher_logits, axis=1)
+        record["test_agreement"] = "".join(
+            "1" if agreed else "0" for agreed in result.test_predictions == teacher)
     if result.teacher_explainer_params is not None:
         encoder = inputs.trained.model.encoder.config
         teacher_cfg, _ = explainer_configs(

@@ -207,6 +207,7 @@ class StudentResult(NamedTuple):
     best_step: int
     steps: int
     seconds: float
+    test_predictions: np.ndarray | None = None  # (N,) the best student's, on the test rows
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef",))
@@ -497,13 +498,18 @@ def _step_batches(rows: list[StudentRows], validation: StudentRows, *, seeds: li
             [as_batch(_trim_rows(v, config.loop.length_multiple, length)) for v in valids])
 
 
-def _simulability(graphdef: nnx.GraphDef, params: nnx.State, rows: StudentRows, *, task: str,
-                  config: StudentTrainConfig, mesh) -> dict[str, float]:
-    """Agreement of the student's predictions with the teacher's (Eq. 1) on `rows`."""
+def _predictions(graphdef: nnx.GraphDef, params: nnx.State, rows: StudentRows, *, task: str,
+                 config: StudentTrainConfig, mesh) -> np.ndarray:
+    """The student's predictions (N,) on `rows`."""
     logits = predict_logits(graphdef, params, Encoded(*rows[:5]),
                             length_multiple=config.loop.length_multiple, mesh=mesh)
-    return task_metrics(task, predictions_from_logits(logits, task),
-                        predictions_from_logits(rows.teacher_logits, task))
+    return predictions_from_logits(logits, task)
+
+
+def _simulability(predictions: np.ndarray, rows: StudentRows, *,
+                  task: str) -> dict[str, float]:
+    """Agreement of the student's predictions with the teacher's (Eq. 1) on `rows`."""
+    return task_metrics(task, predictions, predictions_from_logits(rows.teacher_logits, task))
 
 
 def _best_of(state: scaffold.ScaffoldState) -> dict:
@@ -574,8 +580,12 @@ def train_student(
         temperature = STATIC[config.explainer].teacher_temperature
         train = train._replace(teacher_scores=train.teacher_scores / np.float32(temperature))
     mesh = resolve_mesh(mesh)
-    simulability = functools.partial(_simulability, setup.graphdef, task=task, config=config,
-                                     mesh=mesh)
+    predictions = functools.partial(_predictions, setup.graphdef, task=task, config=config,
+                                    mesh=mesh)
+
+    def simulability(params, rows: StudentRows) -> dict[str, float]:
+        return _simulability(predictions(params, rows), rows, task=task)
+
     folders = seed_folders(output_dir, seeds)
     results = []
     for group in groups:
@@ -604,6 +614,7 @@ def train_student(
                 _seed_of_group, on_epoch_end, group),
             desc=f"student {config.explainer} n={len(train.labels)} seeds "
                  f"{','.join(map(str, group_seeds))}", mesh=mesh)
+    tested = [predictions(r.best["student"], test) for r in results]
     return [StudentResult(r.best["student"], r.best["teacher_explainer"], r.best_scores,
-                          simulability(r.best["student"], test), r.best_step, r.steps,
-                          r.seconds) for r in results]
+                          _simulability(p, test, task=task), r.best_step, r.steps, r.seconds,
+                          test_predictions=p) for r, p in zip(results, tested, strict=True)]
