@@ -5,7 +5,7 @@ two-process run killed after its first checkpoint resumes as two processes and, 
 copy of its folder, as one; with data shards each process tokenizes only its own training
 rows and the teacher equals one process's holding every shard; `smat explain` over the two
 processes, each tokenizing its own block of the texts, writes the one-process
-explanations.
+explanations, and `smat faithfulness` the one-process report.
 
 The processes are `smat` commands as a user would start them on two hosts
 (``--coordinator``, ``--num-processes``, ``--process-id``); ``--devices 4`` exists only in
@@ -215,6 +215,34 @@ def test_explain_over_two_processes_equals_one_process(one_process_teacher, tmp_
         assert a["scores"].keys() == b["scores"].keys()
         for name in a["scores"]:
             assert np.allclose(a["scores"][name], b["scores"][name], atol=TOLERANCE), name
+
+
+def test_an_evaluation_over_two_processes_equals_one_process(one_process_teacher, tmp_path):
+    """`smat faithfulness` (explanations, then every perturbed input) over the joined mesh
+    gives the one-process report; process 0 alone writes and prints it."""
+    texts = ["a great film , truly moving", "boring and slow", "a dull mess of a story",
+             "wonderful acting and a joy to watch", "awful , a waste of time", "great fun",
+             "slow , dull and boring", "moving and wonderful , great acting", "a joy"]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    common = ["faithfulness", "--model", str(one_process_teacher / "model"), "--texts",
+              str(tmp_path / "texts.txt"), "--explainers", "gradient", "attention_all",
+              "--batch-size", "4", "--no-progress", "--no-compile-cache", "--devices", "4"]
+    logs = _joined([*common, "--output-dir", str(tmp_path / "two")], tmp_path)
+    assert "| gradient |" in logs[0] and "| gradient |" not in logs[1]
+    _run_processes([[SMAT, *common, "--output-dir", str(tmp_path / "one")]], devices=4,
+                   tmp_path=tmp_path, name="one")
+    two, one = (json.loads((tmp_path / name / "faithfulness.json").read_text())
+                for name in ("two", "one"))
+
+    def numbers(tree):
+        if isinstance(tree, dict):
+            return [v for key in sorted(tree) for v in numbers(tree[key])]
+        if isinstance(tree, list):
+            return [v for item in tree for v in numbers(item)]
+        return [tree] if isinstance(tree, float) else []
+
+    assert numbers(two) and len(numbers(two)) == len(numbers(one))
+    np.testing.assert_allclose(numbers(two), numbers(one), atol=TOLERANCE)
 
 
 def test_two_processes_that_do_not_join_cannot_claim_the_joined_mesh(tiny_teacher_args,

@@ -46,6 +46,7 @@ from smat.jobs.faithfulness import faithfulness_of_scores
 from smat.jobs.inputs import evaluation_rows, model_rows, rationale_rows
 from smat.jobs.plausibility import RationaleWords, plausibility_of_scores, rationale_words
 from smat.jobs.sanity import SanityConfig, sanity_report
+from smat.parallel import is_primary
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic
 
@@ -453,16 +454,18 @@ def benchmark_png(report: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def write_benchmark(report: Mapping[str, Any], output_dir: str | Path) -> dict[str, str]:
-    """``benchmark.json``, ``.md``, ``.csv``, ``.html`` and ``.png`` in `output_dir`."""
+    """``benchmark.json``, ``.md``, ``.csv``, ``.html`` and ``.png`` in `output_dir` (by
+    process 0 alone in a multi-process run); their paths, by kind."""
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(output_dir / "benchmark.json", report)
-    written = {"json": output_dir / "benchmark.json"}
-    for kind, text in (("md", benchmark_table(report) + "\n"), ("csv", benchmark_csv(report)),
-                       ("html", benchmark_html(report))):
-        written[kind] = output_dir / f"benchmark.{kind}"
-        written[kind].write_text(text)
-    written["png"] = benchmark_png(report, output_dir / "benchmark.png")
+    written = {kind: output_dir / f"benchmark.{kind}"
+               for kind in ("json", "md", "csv", "html", "png")}
+    if is_primary():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(written["json"], report)
+        for kind, text in (("md", benchmark_table(report) + "\n"),
+                           ("csv", benchmark_csv(report)), ("html", benchmark_html(report))):
+            written[kind].write_text(text)
+        benchmark_png(report, written["png"])
     return {kind: str(path) for kind, path in written.items()}
 
 

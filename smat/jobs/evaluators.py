@@ -19,6 +19,7 @@ from smat.jobs.attacks import AttackConfig, attack_report, attack_table
 from smat.jobs.faithfulness import FaithfulnessConfig, faithfulness_report, faithfulness_table
 from smat.jobs.leakage import LeakageConfig, leakage_report, leakage_table
 from smat.jobs.sanity import SanityConfig, sanity_report, sanity_table
+from smat.parallel import is_primary
 from smat.store import model_store
 from smat.store.run_log import write_json_atomic
 
@@ -56,7 +57,10 @@ class Evaluator:
 def write_report(output_dir: str | Path, name: str, report: Mapping[str, Any],
                  table: str) -> None:
     """An evaluation's ending: ``NAME.json`` and ``NAME.md`` in `output_dir`, the table
-    printed."""
+    printed; by process 0 alone in a multi-process run (every process holds the whole
+    report)."""
+    if not is_primary():
+        return
     write_json_atomic(Path(output_dir) / f"{name}.json", report)
     (Path(output_dir) / f"{name}.md").write_text(table + "\n")
     print(table)

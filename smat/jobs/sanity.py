@@ -33,6 +33,7 @@ from smat.jobs.explain import ExplainConfig, check_model_and_rows
 from smat.models import functional
 from smat.models.inference import batch_logits, map_batches, predict_logits
 from smat.models.randomize import MODES, RandomizedFamily, randomized_family
+from smat.parallel import is_primary
 from smat.store import model_store
 
 SIMILARITIES = ("spearman", "spearman_abs", "top_k")
@@ -189,7 +190,7 @@ def sanity_report(trained: model_store.TrainedModel, data: Encoded, config: Sani
                 curves[similarity].append({**mean_with_ci(values),
                                            "num_valid": int(values.size)})
         report["explainers"][name] = curves
-    if plot_path is not None:
+    if plot_path is not None and is_primary():  # one process of a multi-process run draws
         plot_sanity(report, plot_path)
     return report
 
