@@ -32,8 +32,10 @@ from typing import Any
 
 from smat.cli.experiment import command_runtime, earlier_run_file
 from smat.evaluation.statistics import format_median_iqr, iqr_above_baseline
-from smat.jobs.grid import run_grid
+from smat.jobs.grid import cell_dir, run_grid
+from smat.jobs.shares import join_shares, parse_share
 from smat.jobs.simulability_report import diagnostics_table, paired_comparisons, smat_diagnostics
+from smat.parallel import JOIN_TIMEOUT
 from smat.store.run_log import write_json_atomic
 from smat.training.loop import LoopConfig, with_loop
 from smat.training.scaffold import ScaffoldConfig
@@ -66,7 +68,8 @@ AFFECTS = {"outer_lr_x10": ("smat",), "outer_lr_x100": ("smat",),
 
 def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
         names: Sequence[str] | None = None, explainers: Sequence[str] = ("smat",),
-        progress: bool = True) -> dict[str, Any]:
+        progress: bool = True, share: tuple[int, int] = (0, 1),
+        join_timeout: float = JOIN_TIMEOUT) -> dict[str, Any]:
     """Train the changed students (or reuse them) and write the comparison.
 
     ``explainers`` are the settings each change is applied to where it alters them
@@ -74,6 +77,11 @@ def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
     change's SMaT students with controls trained under the same change (twice the epochs
     help every student, say). Each change's SMaT students are paired by seed with its
     static-attention and no-explainer students, changed or Table 1's.
+
+    With ``share=(i, n)`` the changes that train students are dealt out to n processes
+    over a shared `output_dir` (the k-th to share k mod n); each trains its changes' students
+    and share 0 then waits (at most `join_timeout` seconds) for the others', reads them back
+    and writes the comparison. A share other than 0 returns ``{"share", "changes"}``.
     """
     table1_dir, output_dir = Path(table1_dir), Path(output_dir)
     config = earlier_run_file(table1_dir, "config.json", flag="--table1")
@@ -86,15 +94,33 @@ def run(table1_dir: str | Path, *, size: int, output_dir: str | Path,
         raise ValueError(f"unknown changes {unknown}; choose from {list(tried)}")
     seeds, teacher_dir = config["seeds"], config["teacher_dir"]
     start = time.perf_counter()
+
+    def changed_of(name: str) -> list[str]:
+        return [e for e in explainers if e in AFFECTS[name]]
+
+    def grid(name: str) -> list[dict[str, Any]]:
+        return run_grid(teacher_dir, sizes=[size], explainers=changed_of(name), seeds=seeds,
+                        student=tried[name], output_dir=output_dir / name, progress=progress)
+
+    if share[1] > 1:
+        training = [name for name in names if changed_of(name)]
+        mine = training[share[0]::share[1]]
+        for name in mine:
+            grid(name)
+        if share[0] != 0:
+            return {"share": f"{share[0]}/{share[1]}", "changes": mine}
+        join_shares(training, lambda name: all(
+            (cell_dir(output_dir / name, num_examples=size, explainer=e, seed=seed)
+             / "result.json").is_file() for e in changed_of(name) for seed in seeds),
+            share=share, timeout=join_timeout,
+            describe=lambda left: f"the students of {', '.join(left)}")
     table1 = run_grid(teacher_dir, sizes=[size], explainers=list(COMPARED), seeds=seeds,
                       student=student, output_dir=table1_dir / "students", progress=progress)
     cells = {"table1": {e: [r for r in table1 if r["explainer"] == e] for e in COMPARED}}
     trained = {"table1": set(COMPARED)}
     for name in names:
-        changed = [e for e in explainers if e in AFFECTS[name]]
-        records = run_grid(teacher_dir, sizes=[size], explainers=changed, seeds=seeds,
-                           student=tried[name], output_dir=output_dir / name,
-                           progress=progress) if changed else []
+        changed = changed_of(name)
+        records = grid(name) if changed else []
         cells[name] = {e: [r for r in records if r["explainer"] == e] if e in changed
                        else cells["table1"][e] for e in COMPARED}
         trained[name] = set(changed)
@@ -161,11 +187,24 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "under the same change)")
     parser.add_argument("--output-dir", default="runs/smat_sweep")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument("--share", default="0/1", metavar="I/N",
+                        help="train only the changes of share I of N (every N-th change that "
+                             "trains students, from the I-th), one share per process or host "
+                             "over a shared --output-dir; share 0 waits for the others' "
+                             "students and writes the comparison")
+    parser.add_argument("--join-timeout", type=float, default=JOIN_TIMEOUT,
+                        help="seconds share 0 waits for the other shares' students")
     args = parser.parse_args(argv)
     with command_runtime(parser, driver=__file__):
         summary = run(args.table1, size=args.size, output_dir=args.output_dir,
                       names=args.changes, explainers=args.explainers,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, share=parse_share(args.share),
+                      join_timeout=args.join_timeout)
+    if "share" in summary:
+        print(f"share {summary['share']}: the students of "
+              f"{', '.join(summary['changes']) or 'no change'} are finished; share 0 writes "
+              "the comparison")
+        return
     print((Path(args.output_dir) / "table.md").read_text())
     print(f"{summary['seconds_this_call']} s")
 

@@ -426,6 +426,22 @@ def test_smoke_variants_write_tables_json_and_plots(tiny_teacher, eraser_dir, tm
     assert untouched["cells"]["beta_1"] == untouched["cells"]["table1"]
     with pytest.raises(ValueError, match=r"unknown changes \['lr'\]"):
         smat_sweep.run(tmp_path / "t1", size=32, output_dir=tmp_path / "sweep", names=["lr"])
+    # --share: the second change is share 1's; share 0 reuses the finished first one, joins
+    # share 1's students (never retrained) and writes the comparison
+    shared = dict(size=32, output_dir=tmp_path / "sweep", names=["beta_1", "meta_interval_2"],
+                  explainers=["none", "attention_all", "smat"], progress=False)
+    assert smat_sweep.run(tmp_path / "t1", share=(1, 2), **shared) == {
+        "share": "1/2", "changes": ["meta_interval_2"]}
+    assert not (tmp_path / "sweep" / "beta_1" / "table.md").exists()
+    made = (tmp_path / "sweep" / "meta_interval_2" / "n32" / "smat" / "seed0" / "result.json"
+            ).stat().st_mtime_ns
+    joined = smat_sweep.run(tmp_path / "t1", share=(0, 2), join_timeout=1, **shared)
+    assert joined["trained"] == {"table1": sorted(smat_sweep.COMPARED),
+                                 "beta_1": ["attention_all", "smat"],
+                                 "meta_interval_2": ["smat"]}
+    assert joined["cells"]["beta_1"] == sweep["cells"]["beta_1"]
+    assert (tmp_path / "sweep" / "meta_interval_2" / "n32" / "smat" / "seed0" / "result.json"
+            ).stat().st_mtime_ns == made
 
     table2 = smat_table2_plausibility.run(tmp_path / "t1", eraser_dir,
                                           output_dir=tmp_path / "t2", max_len=32)
