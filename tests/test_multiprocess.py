@@ -5,7 +5,8 @@ two-process run killed after its first checkpoint resumes as two processes and, 
 copy of its folder, as one; with data shards each process tokenizes only its own training
 rows and the teacher equals one process's holding every shard; `smat explain` over the two
 processes, each tokenizing its own block of the texts, writes the one-process
-explanations, and `smat faithfulness` the one-process report.
+explanations, and `smat faithfulness` the one-process report; started with the variables
+Slurm's `srun` or Open MPI's `mpirun` set, `--distributed` joins the processes by itself.
 
 The processes are `smat` commands as a user would start them on two hosts
 (``--coordinator``, ``--num-processes``, ``--process-id``); ``--devices 4`` exists only in
@@ -53,16 +54,19 @@ def _xla_flags(devices: int) -> str:
 
 def _run_processes(commands: list[list[str]], devices: int, tmp_path: Path, *,
                    until: Callable[[], bool] | None = None,
-                   name: str = "process") -> list[str]:
-    """Start every command at once, each with `devices` CPU devices; their outputs. Any
-    that fails or outlives TIMEOUT ends all of them and the test. With `until`, every
-    process is killed (SIGKILL, as when a host is lost) as soon as it holds, which must be
-    before any of them ends."""
+                   name: str = "process",
+                   environments: list[dict[str, str]] | None = None) -> list[str]:
+    """Start every command at once, each with `devices` CPU devices (and its entry of
+    `environments` added to the environment); their outputs. Any that fails or outlives
+    TIMEOUT ends all of them and the test. With `until`, every process is killed (SIGKILL,
+    as when a host is lost) as soon as it holds, which must be before any of them ends."""
     env = {**os.environ, "XLA_FLAGS": _xla_flags(devices)}
     logs = [tmp_path / f"{name}{i}.log" for i in range(len(commands))]
     files = [log.open("w") for log in logs]
-    processes = [subprocess.Popen(command, env=env, stdout=file, stderr=subprocess.STDOUT)
-                 for command, file in zip(commands, files, strict=True)]
+    processes = [subprocess.Popen(command, env={**env, **extra}, stdout=file,
+                                  stderr=subprocess.STDOUT)
+                 for command, file, extra in zip(commands, files, environments or
+                                                 [{}] * len(commands), strict=True)]
     held = False
     try:
         if until is None:
@@ -243,6 +247,40 @@ def test_an_evaluation_over_two_processes_equals_one_process(one_process_teacher
 
     assert numbers(two) and len(numbers(two)) == len(numbers(one))
     np.testing.assert_allclose(numbers(two), numbers(one), atol=TOLERANCE)
+
+
+def _launcher_environments(launcher: str) -> list[dict[str, str]]:
+    """What `srun` (Slurm) or `mpirun` (Open MPI) sets for two tasks on this machine, the
+    variables JAX's cluster detection reads; the job id makes JAX pick a free port."""
+    with socket.socket() as s:  # JAX takes the port 61440 + job id % 4096
+        for port in range(61440 + os.getpid() % 4000, 65536):
+            try:
+                s.bind(("localhost", port))
+                break
+            except OSError:
+                continue
+    job = port - 61440
+    if launcher == "slurm":
+        return [{"SLURM_JOB_ID": str(job), "SLURM_STEP_NODELIST": "localhost",
+                 "SLURM_NTASKS": "2", "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i),
+                 "SLURM_STEP_NUM_NODES": "1"} for i in (0, 1)]
+    return [{"OMPI_MCA_orte_hnp_uri": f"{job * 4096}.0;tcp://127.0.0.1:1024",
+             "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": str(i),
+             "OMPI_COMM_WORLD_LOCAL_RANK": str(i)} for i in (0, 1)]
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "open_mpi"])
+def test_the_same_command_under_a_launcher_joins_by_itself(teacher_flags, one_process_teacher,
+                                                            tmp_path, launcher):
+    """`--distributed` with the environment `srun` / `mpirun` gives two tasks: JAX finds
+    the coordinator, the count and each process's id itself, and the teacher is the
+    one-process one."""
+    said = _run_processes(
+        [[SMAT, *teacher_flags, "--distributed", "--output-dir", str(tmp_path / "run")]] * 2,
+        devices=2, tmp_path=tmp_path, environments=_launcher_environments(launcher))
+    assert "smat: joining the processes at the detected cluster" in said[0]
+    assert _largest_difference(_params(tmp_path / "run"), _params(one_process_teacher)
+                               ) < TOLERANCE
 
 
 def test_two_processes_that_do_not_join_cannot_claim_the_joined_mesh(tiny_teacher_args,
