@@ -270,17 +270,23 @@ def _launcher_environments(launcher: str) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize("launcher", ["slurm", "open_mpi"])
-def test_the_same_command_under_a_launcher_joins_by_itself(teacher_flags, one_process_teacher,
-                                                            tmp_path, launcher):
+def test_the_same_command_under_a_launcher_joins_by_itself(one_process_teacher, tmp_path,
+                                                            launcher):
     """`--distributed` with the environment `srun` / `mpirun` gives two tasks: JAX finds
-    the coordinator, the count and each process's id itself, and the teacher is the
-    one-process one."""
-    said = _run_processes(
-        [[SMAT, *teacher_flags, "--distributed", "--output-dir", str(tmp_path / "run")]] * 2,
-        devices=2, tmp_path=tmp_path, environments=_launcher_environments(launcher))
+    the coordinator, the count and each process's id itself, and the two form the 4-device
+    mesh (`--devices 4`, which neither has alone), each explaining its block of the texts."""
+    texts = ["a great film", "boring and slow", "a joy to watch", "dull mess"]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    command = [SMAT, "explain", "--model", str(one_process_teacher / "model"),
+               str(tmp_path / "texts.txt"), "--explainers", "attention_all", "--batch-size",
+               "4", "--no-progress", "--no-compile-cache", "--devices", "4", "--distributed",
+               "--output-dir", str(tmp_path / "run")]
+    said = _run_processes([command] * 2, devices=2, tmp_path=tmp_path,
+                          environments=_launcher_environments(launcher))
     assert "smat: joining the processes at the detected cluster" in said[0]
-    assert _largest_difference(_params(tmp_path / "run"), _params(one_process_teacher)
-                               ) < TOLERANCE
+    assert "explain: process 1 tokenizes texts 3-4 of 4" in said[1], said[1][-2000:]
+    written = json.loads((tmp_path / "run" / "explanations.json").read_text())
+    assert [record["text"] for record in written] == texts
 
 
 def test_two_processes_that_do_not_join_cannot_claim_the_joined_mesh(tiny_teacher_args,
