@@ -238,13 +238,18 @@ def test_kernel_shap_constraints_match_captum_on_a_nonlinear_model(nonlinear):
     assert rel_err(ours.attributions, theirs) <= TOL
 
 
-def test_sampling_is_seeded_and_bad_settings_are_named(setup):  # noqa: F811
+def test_sampling_is_seeded_and_bad_settings_are_named(setup, nonlinear):  # noqa: F811
+    """The same key draws the same coalitions, another key others: on the model that is
+    not linear in the coalition, whose fit depends on them (on the shared fixture's
+    near-linear model two keys' fits agree to 1.8e-6 and 8e-7, which says nothing; here
+    they differ by 0.37 and 0.49)."""
     f, _, x, mask, _ = setup
+    bent, _, _, _ = nonlinear
     for explain in (baselines.lime, baselines.kernel_shap):
-        run = jax.jit(lambda key, explain=explain: explain(f, x, mask, key=key,
+        run = jax.jit(lambda key, explain=explain: explain(bent, x, mask, key=key,
                                                            n_samples=30).attributions)
         np.testing.assert_array_equal(run(jax.random.key(0)), run(jax.random.key(0)))
-        assert not np.allclose(run(jax.random.key(0)), run(jax.random.key(1)))
+        assert rel_err(run(jax.random.key(0)), run(jax.random.key(1))) > 1e-2
         with pytest.raises(ValueError, match="n_samples must be an int >="):
             explain(f, x, mask, key=jax.random.key(0), n_samples=1)
         with pytest.raises(ValueError, match="exactly one of key"):
