@@ -390,3 +390,33 @@ def test_a_process_tokenizes_only_its_data_shards_of_the_teacher_rows(csv_data, 
     others = sum(len(part.labels) for part in whole[1:5])
     assert sum(tokenized) == others + len(shard_positions(size, 2, 4)) + len(
         shard_positions(size, 3, 4)) < len(dataset)
+
+
+def test_the_student_parts_alone_tokenize_no_teacher_row(csv_data, monkeypatch):
+    """teacher_parts=False (students, the demo, held-out evaluations): the student parts
+    equal the whole tokenization's and only their rows are tokenized."""
+    from transformers import AutoTokenizer
+
+    from smat.data import protocol
+    from smat.models import minilm_path
+
+    config = DataConfig(source=str(csv_data), text_column="sentence", label_column="sentiment",
+                        max_len=16, student_validation_size=40, student_test_size=40)
+    dataset = load_examples(config)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    whole = protocol.protocol_data(config, dataset, tokenizer, num_examples=32)
+    tokenized = []
+    original = protocol.tokenize_with_stats
+
+    def counting(data, *args, **kwargs):
+        tokenized.append(len(data))
+        return original(data, *args, **kwargs)
+
+    monkeypatch.setattr(protocol, "tokenize_with_stats", counting)
+    parts = protocol.protocol_data(config, dataset, tokenizer, num_examples=32,
+                                   teacher_parts=False)
+    assert parts.teacher_train is None and parts.teacher_validation is None
+    for ours, theirs in zip(parts[2:5], whole[2:5], strict=True):
+        for a, b in zip(ours, theirs, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert sum(tokenized) == 32 + 40 + 40 < len(dataset)

@@ -132,8 +132,9 @@ class DataConfig:
 class ProtocolData(NamedTuple):
     """Tokenized parts of one data set under the SMaT protocol (images as patch tokens)."""
 
-    teacher_train: Encoded | DataShards  # this process's data shards of it, with data shards
-    teacher_validation: Encoded
+    teacher_train: Encoded | DataShards | None  # this process's data shards of it, with
+    # data shards; None (and teacher_validation too) when only the student parts are asked
+    teacher_validation: Encoded | None
     student_train: Encoded
     student_validation: Encoded
     student_test: Encoded
@@ -220,7 +221,7 @@ def protocol_splits(config: DataConfig, dataset: TextDataset, *, num_examples: i
 def protocol_data(config: DataConfig, dataset: TextDataset | ImageDataset, tokenizer: Any, *,
                   num_examples: int = 1, student_pool: str = "held_out",
                   data_shards: int = 1, process: int = 0,
-                  num_processes: int = 1) -> ProtocolData:
+                  num_processes: int = 1, teacher_parts: bool = True) -> ProtocolData:
     """Tokenize and split a data set; the teacher parts do not depend on num_examples.
 
     Args:
@@ -234,6 +235,9 @@ def protocol_data(config: DataConfig, dataset: TextDataset | ImageDataset, token
         data shards and only the shards of `process` (of `num_processes`;
         :func:`smat.data.owned_shards`) are tokenized, as :class:`smat.data.DataShards`;
         the other parts are tokenized alone.
+      teacher_parts: False leaves the teacher's training and validation rows untokenized
+        (None): a student or an evaluation reads only the student parts, which are a
+        small share of the rows.
 
     Raises:
       ValueError: num_examples larger than the student pool, empty or bad data (see
@@ -243,6 +247,9 @@ def protocol_data(config: DataConfig, dataset: TextDataset | ImageDataset, token
                              student_pool=student_pool)
     parts = (splits.teacher_validation, splits.student.train, splits.student.validation,
              splits.student.test)
+    if not teacher_parts:
+        return ProtocolData(None, None, *(_encode(config, dataset.select(rows), tokenizer)
+                                          for rows in parts[1:]), dataset)
     if data_shards == 1:
         encoded = _encode(config, dataset, tokenizer)
         return ProtocolData(take(encoded, splits.teacher_train),

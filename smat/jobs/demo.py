@@ -121,7 +121,8 @@ def run_demo(output_dir: str | Path, *, teacher_dir: str | Path | None = None,
 
     clock.done("head_weights")
     print("[4/4] explanations of test examples", flush=True)
-    trained, _, parts, _ = load_run(teacher_dir, num_examples=num_examples)
+    trained, _, parts, _ = load_run(teacher_dir, num_examples=num_examples,
+                                    teacher_parts=False)
     shown = take(parts.student_test, np.arange(NUM_SHOWN))
     learned = (output_dir / "students" / f"n{num_examples}" / "smat" / f"seed{median['seed']}"
                / "explainer") if median is not None else None

@@ -182,7 +182,8 @@ def _student_inputs(teacher_dir: Path, config: StudentTrainConfig, num_examples:
     """The teacher's cached outputs over the student splits; once they are there,
     `config.json` per run folder (a bad input never leaves a run folder behind)."""
     trained, data, parts, source = load_run(teacher_dir, num_examples=num_examples,
-                                            student_pool=config.student_pool)
+                                            student_pool=config.student_pool,
+                                            teacher_parts=False)
     rows = _cached_student_rows(teacher_dir, trained, parts, setting=config.explainer,
                                 ig_steps=config.ig_steps, num_examples=num_examples,
                                 student_pool=config.student_pool,

@@ -305,9 +305,9 @@ class TeacherRun(NamedTuple):
 
 
 def load_run(run: model_store.TrainedModel | str | Path, *, num_examples: int = 1,
-             student_pool: str = "held_out") -> TeacherRun:
+             student_pool: str = "held_out", teacher_parts: bool = True) -> TeacherRun:
     """A teacher run's model, data settings, protocol data and pretrained start, each read
-    from its one saved copy.
+    from its one saved copy (the teacher's own rows tokenized only with `teacher_parts`).
 
     Args:
       run: a teacher run folder (``smat train-teacher --output-dir``), its ``model/``
@@ -327,7 +327,8 @@ def load_run(run: model_store.TrainedModel | str | Path, *, num_examples: int = 
     data, dataset = _recorded_examples(trained.info, where, run_dir)
     parts = protocol_data(data, dataset,
                           model_input_layout(trained.model, trained.tokenizer, trained.info),
-                          num_examples=num_examples, student_pool=student_pool)
+                          num_examples=num_examples, student_pool=student_pool,
+                          teacher_parts=teacher_parts)
     source = (read_record(run_dir).model
               if run_dir is not None and (run_dir / "config.json").is_file() else None)
     return TeacherRun(trained, data, parts, source)
@@ -355,7 +356,7 @@ def held_out_rows(trained: model_store.TrainedModel, *, split: str = "test",
         raise ValueError(f"unknown split {split!r}; choose from {HELD_OUT_SPLITS}")
 
     def rows() -> Encoded:
-        parts = load_run(trained).parts
+        parts = load_run(trained, teacher_parts=split != "test").parts
         return parts.student_test if split == "test" else parts.teacher_train
 
     if folder is None:
