@@ -352,6 +352,21 @@ def test_finished_runs_keep_what_later_commands_need_and_no_resume_state(tiny_te
             != model_store.saved_params_fingerprint(kept[1] / "model"))
 
 
+def _count_tokenized_rows(monkeypatch) -> list[int]:
+    """The row count of every tokenization call of the protocol from now on."""
+    from smat.data import protocol
+
+    tokenized = []
+    original = protocol.tokenize_with_stats
+
+    def counting(data, *args, **kwargs):
+        tokenized.append(len(data))
+        return original(data, *args, **kwargs)
+
+    monkeypatch.setattr(protocol, "tokenize_with_stats", counting)
+    return tokenized
+
+
 def test_a_process_tokenizes_only_its_data_shards_of_the_teacher_rows(csv_data, monkeypatch):
     """Process 1 of 2 with 4 data shards holds shards 2 and 3 of the teacher's training
     rows, equal to those rows of the whole tokenization, and tokenizes no other training
@@ -366,14 +381,7 @@ def test_a_process_tokenizes_only_its_data_shards_of_the_teacher_rows(csv_data, 
     dataset = load_examples(config)
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     whole = protocol.protocol_data(config, dataset, tokenizer)
-    tokenized = []
-    original = protocol.tokenize_with_stats
-
-    def counting(data, *args, **kwargs):
-        tokenized.append(len(data))
-        return original(data, *args, **kwargs)
-
-    monkeypatch.setattr(protocol, "tokenize_with_stats", counting)
+    tokenized = _count_tokenized_rows(monkeypatch)
     parts = protocol.protocol_data(config, dataset, tokenizer, data_shards=4, process=1,
                                    num_processes=2)
     held = parts.teacher_train
@@ -405,14 +413,7 @@ def test_the_student_parts_alone_tokenize_no_teacher_row(csv_data, monkeypatch):
     dataset = load_examples(config)
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     whole = protocol.protocol_data(config, dataset, tokenizer, num_examples=32)
-    tokenized = []
-    original = protocol.tokenize_with_stats
-
-    def counting(data, *args, **kwargs):
-        tokenized.append(len(data))
-        return original(data, *args, **kwargs)
-
-    monkeypatch.setattr(protocol, "tokenize_with_stats", counting)
+    tokenized = _count_tokenized_rows(monkeypatch)
     parts = protocol.protocol_data(config, dataset, tokenizer, num_examples=32,
                                    teacher_parts=False)
     assert parts.teacher_train is None and parts.teacher_validation is None
