@@ -35,6 +35,21 @@ def test_features_are_position_and_mass_only():
         explanation_features(scores, mask[:, :5])
 
 
+def test_edge_tokens_give_the_share_of_each_first_and_last_word():
+    """Rows of 6 and 3 real tokens, 2 edge tokens: the shares on positions 1, 2 and on
+    positions length-2, length-3 after the other features; 0 where a row has no such
+    word between its first and last token."""
+    scores = np.array([[1, 2, 3, 4, 5, 5, 0], [2, 1, 1, 0, 0, 0, 0]], float)
+    mask = scores > 0
+    plain = explanation_features(scores, mask, bins=2)
+    edged = explanation_features(scores, mask, bins=2, edge_tokens=2)
+    np.testing.assert_array_equal(edged[:, :plain.shape[1]], plain)
+    np.testing.assert_allclose(edged[0, plain.shape[1]:], [2 / 20, 3 / 20, 5 / 20, 4 / 20])
+    np.testing.assert_allclose(edged[1, plain.shape[1]:], [1 / 4, 0, 1 / 4, 0])
+    with pytest.raises(ValueError, match="edge_tokens must be >= 0"):
+        explanation_features(scores, mask, edge_tokens=-1)
+
+
 def test_probe_reads_a_planted_positional_label_and_nothing_else():
     scores, mask, labels = _explanations()
     honest = probe_accuracy(explanation_features(scores, mask), labels)

@@ -73,3 +73,10 @@ def test_the_committed_leakage_page_regenerates_from_its_json():
     page = (base / "leakage_n500.md").read_text()
     assert page == leakage_table(report) + "\n"
     assert "Majority class: 0.509 of 1000 rows" in page and "against: 0.489" in page
+    # the positive control on the same rows: read by the probe only with the edge words
+    for edges, read in ((0, 0.603), (3, 1.0)):
+        control = json.loads((base / f"leakage_label_leak_edges{edges}.json").read_text())
+        assert (base / f"leakage_label_leak_edges{edges}.md").read_text() == (
+            leakage_table(control) + "\n")
+        assert control["explainers"]["label_leak"]["accuracy"] == read
+        assert control["model_params"] == "5d47c791b4d144c1"

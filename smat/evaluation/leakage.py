@@ -21,18 +21,24 @@ import numpy as np
 __all__ = ["explanation_features", "length_features", "probe_accuracy"]
 
 
-def explanation_features(scores: np.ndarray, mask: np.ndarray, *, bins: int = 8) -> np.ndarray:
-    """Position-and-mass features of explanations, (N, bins + 5), with no token identity.
+def explanation_features(scores: np.ndarray, mask: np.ndarray, *, bins: int = 8,
+                         edge_tokens: int = 0) -> np.ndarray:
+    """Position-and-mass features of explanations, (N, bins + 5 + 2 edge_tokens), with no
+    token identity.
 
     Args:
       scores: (N, T) saliency scores (signed or not; their absolute values are the mass).
       mask: (N, T) the real tokens (special ones included: mass put on [CLS] / [SEP] is a
         channel too); each row's real tokens are a prefix.
       bins: equal bins of the relative position 0..1 over the real tokens.
+      edge_tokens: also the share on each of the first and of the last this many real
+        tokens after the first and before the last (a label written into which of the
+        first words holds the mass falls in one relative bin of a long row).
 
     Returns:
       Per row: the mass share on the first and on the last real token, on each bin, the
-      largest share, the entropy divided by log(length), and log(length).
+      largest share, the entropy divided by log(length), log(length), then the edge
+      tokens' shares (0 where a row is too short).
 
     Raises:
       ValueError: shapes that differ, no bins, or a row without real tokens.
@@ -55,8 +61,14 @@ def explanation_features(scores: np.ndarray, mask: np.ndarray, *, bins: int = 8)
     binned = np.stack([(share * (which == b) * mask).sum(axis=1) for b in range(bins)], axis=1)
     logs = np.log(np.where(share > 0, share, 1.0))
     entropy = -(share * logs).sum(axis=1) / np.maximum(np.log(lengths), 1e-12)
+    if edge_tokens < 0:
+        raise ValueError(f"edge_tokens must be >= 0, got {edge_tokens}")
+    edges = [np.where(k < lengths - 1, share[rows, np.minimum(k, share.shape[1] - 1)], 0.0)
+             for k in range(1, edge_tokens + 1)]
+    edges += [np.where(lengths - 1 - k > 0, share[rows, np.maximum(lengths - 1 - k, 0)], 0.0)
+              for k in range(1, edge_tokens + 1)]
     return np.column_stack([share[:, 0], share[rows, lengths - 1], binned, share.max(axis=1),
-                            np.where(lengths > 1, entropy, 0.0), np.log(lengths)])
+                            np.where(lengths > 1, entropy, 0.0), np.log(lengths), *edges])
 
 
 def length_features(mask: np.ndarray) -> np.ndarray:

@@ -29,16 +29,22 @@ class LeakageConfig:
 
     Attributes:
       bins: equal relative-position bins of the probe's mass features.
+      edge_tokens: also show the probe the mass on each of the first and last this many
+        words (0: the relative bins alone; a label written into which of the first words
+        holds the mass needs it).
       folds: cross-validation folds of the probe.
       explain: which explainers run and how (ExplainConfig); learned explainers are given
         as their folders.
     """
 
     bins: int = 8
+    edge_tokens: int = 0
     folds: int = 5
     explain: ExplainConfig
 
     def __post_init__(self) -> None:
+        if self.edge_tokens < 0:
+            raise ValueError(f"LeakageConfig.edge_tokens must be >= 0, got {self.edge_tokens}")
         for name in ("bins", "folds"):
             if getattr(self, name) < (2 if name == "folds" else 1):
                 raise ValueError(f"LeakageConfig.{name} must be >= "
@@ -63,10 +69,14 @@ def leakage_report(trained: model_store.TrainedModel, data: Encoded,
         return probe_accuracy(features, predictions, folds=config.folds)
 
     return {"num_examples": int(len(predictions)), "bins": config.bins, "folds": config.folds,
+            **({"edge_tokens": config.edge_tokens} if config.edge_tokens else {}),
+            **({"model_params": trained.info["params_fingerprint"]}
+               if "params_fingerprint" in trained.info else {}),
             "predicted_class_counts": np.bincount(predictions.astype(int)).tolist(),
             "length_only": probe(length_features(mask)),
             "explainers": {name: probe(explanation_features(
-                scores, mask[:, :scores.shape[1]], bins=config.bins))
+                scores, mask[:, :scores.shape[1]], bins=config.bins,
+                edge_tokens=config.edge_tokens))
                 for name, scores in explained.scores.items()}}
 
 
@@ -85,4 +95,7 @@ def leakage_table(report: dict[str, Any]) -> str:
                       f"majority, the rate the p-values test against: "
                       f"{report['length_only']['majority']:.3f}); the probe sees each "
                       f"explanation's mass by position ({report['bins']} bins, first / last "
-                      "token, peak, entropy, length), never its tokens."])
+                      "token, peak, entropy, length"
+                      + (f", each of the {report['edge_tokens']} words after the first and "
+                         "before the last token" if report.get("edge_tokens") else "")
+                      + "), never its tokens."])
