@@ -11,10 +11,15 @@ from pathlib import Path
 
 # Tests never write to the user's home: every cache that defaults to ~ goes to a private
 # folder of this session (set before anything reads HOME). The user's own values are kept
-# for the one subprocess that needs them (fixture user_home_environment).
-_USER_HOME_ENVIRONMENT = {name: os.environ.get(name)
-                          for name in ("HOME", "XDG_CACHE_HOME")}
+# for the one subprocess that needs them (fixture user_home_environment); pytest-xdist's
+# workers start with the main process's private HOME, so the user's values travel in a
+# variable of their own. Each process removes its private folder when it ends.
+_USER_HOME_VARIABLE = "SMAT_TESTS_USER_HOME_ENVIRONMENT"
+os.environ.setdefault(_USER_HOME_VARIABLE, json.dumps(
+    {name: os.environ.get(name) for name in ("HOME", "XDG_CACHE_HOME")}))
+_USER_HOME_ENVIRONMENT = json.loads(os.environ[_USER_HOME_VARIABLE])
 _HOME = tempfile.mkdtemp(prefix="smat-tests-home-")
+atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 os.environ.update(HOME=_HOME, XDG_CACHE_HOME=os.path.join(_HOME, ".cache"),
                   HF_HOME=os.path.join(_HOME, ".cache", "huggingface"))
 # In-process command-line calls compile afresh unless a test passes --compile-cache.

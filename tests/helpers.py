@@ -1,8 +1,16 @@
-"""Small shared builders for tests: a learnable synthetic token task and a tiny classifier."""
+"""Small shared builders for tests: a learnable synthetic token task, a tiny classifier,
+and a subprocess killed at a chosen moment."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
 import numpy as np
+import pytest
 from flax import nnx
 
 from smat.data import Encoded
@@ -104,3 +112,27 @@ def interrupted_then_resumed(monkeypatch, module, name: str, *, on_call: int, ru
         run()
     monkeypatch.setattr(module, name, real_step)
     return run()
+
+
+def run_and_kill(command: list[str], *, at: Callable[[], bool], what: str, timeout: float,
+                 env: dict[str, str] | None = None) -> None:
+    """Start `command` (with `env`, default this process's environment), SIGKILL it as soon
+    as `at()` holds, as when a host is lost; the test fails if it ends or `timeout` seconds
+    pass first."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env=os.environ.copy() if env is None else env)
+    deadline = time.monotonic() + timeout
+    try:
+        while not at():
+            if process.poll() is not None:
+                pytest.fail(f"the job ended (exit {process.returncode}) before {what}:\n"
+                            f"{process.stderr.read()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {what} within {timeout} s")
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+        process.stderr.close()
+    assert process.returncode == -signal.SIGKILL

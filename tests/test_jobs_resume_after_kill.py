@@ -8,14 +8,14 @@ redoing the cells that had finished before the kill.
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_and_kill
 
 TIMEOUT = 600
 
@@ -31,27 +31,6 @@ def _run(command: list[str], cache: dict[str, str]) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT,
                           env={**os.environ, **cache})
     assert done.returncode == 0, done.stderr[-3000:]
-
-
-def _run_and_kill(command: list[str], *, at: Callable[[], bool], what: str) -> None:
-    """Start `command`, SIGKILL it as soon as `at()` holds."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, env=os.environ.copy())
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        while not at():
-            if process.poll() is not None:
-                pytest.fail(f"the job ended (exit {process.returncode}) before {what}:\n"
-                            f"{process.stderr.read()[-3000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {what} within {TIMEOUT} s")
-            time.sleep(0.02)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
-        process.stderr.close()
-    assert process.returncode == -signal.SIGKILL
 
 
 def _started_training(cell: Path) -> Callable[[], bool]:
@@ -74,8 +53,8 @@ def _killed_then_resumed(command: Callable[[Path], list[str]], tmp_path: Path,
                          finished_before: str) -> tuple[dict, dict]:
     reference, resumed = tmp_path / "reference", tmp_path / "resumed"
     _run(command(reference), cache)
-    _run_and_kill(command(resumed), at=_started_training(resumed / cell),
-                  what=f"the start of {cell}")
+    run_and_kill(command(resumed), at=_started_training(resumed / cell),
+                 what=f"the start of {cell}", timeout=TIMEOUT)
     assert not (resumed / cell / "last").exists(), "killed after the first checkpoint"
     assert not (resumed / cell / "result.json").exists()
     finished = resumed / finished_before / "result.json"
@@ -85,7 +64,7 @@ def _killed_then_resumed(command: Callable[[Path], list[str]], tmp_path: Path,
     return _results(reference), _results(resumed)
 
 
-@pytest.mark.slow  # the roar kill-and-resume test below stays in the default suite
+@pytest.mark.slow  # tests/test_jobs_shares.py kills and resumes `smat roar` in the default suite
 def test_simulability_grid_resumes_after_kill_during_compilation(tiny_teacher, tmp_path,
                                                                  subprocess_compile_cache):
     def command(folder: Path) -> list[str]:
@@ -99,7 +78,7 @@ def test_simulability_grid_resumes_after_kill_during_compilation(tiny_teacher, t
     assert len(reference) == 2 and resumed == reference
 
 
-@pytest.mark.slow  # the roar kill-and-resume test below stays in the default suite
+@pytest.mark.slow  # tests/test_jobs_shares.py kills and resumes `smat roar` in the default suite
 def test_demo_resumes_after_kill_during_compilation(tiny_teacher, tmp_path,
                                                     subprocess_compile_cache):
     def command(folder: Path) -> list[str]:
@@ -113,26 +92,3 @@ def test_demo_resumes_after_kill_during_compilation(tiny_teacher, tmp_path,
     summary = json.loads((tmp_path / "resumed" / "summary.json").read_text())
     expected = json.loads((tmp_path / "reference" / "summary.json").read_text())
     assert summary["table"] == expected["table"]
-
-
-def test_roar_resumes_after_kill_during_compilation(tiny_checkpoint, csv_data, tmp_path,
-                                                    subprocess_compile_cache):
-    def command(folder: Path) -> list[str]:
-        return _smat("roar", "--recursive", "--explainers", "gradient", "--ratios", "0:100:50",
-                     "--seeds", "1", "--encoder", str(tiny_checkpoint), "--source", str(csv_data),
-                     "--text-column", "sentence", "--label-column", "sentiment",
-                     "--max-len", "16", "--max-epochs", "1", "--batch-size", "16",
-                     "--output-dir", str(folder), "--no-progress")
-
-    reference = tmp_path / "reference"
-    _run(command(reference), subprocess_compile_cache)
-    cells = sorted(p.parent.relative_to(reference) for p in reference.rglob("result.json"))
-    gradient = next(c for c in cells if "gradient" in str(c))
-    finished = next(c for c in cells if "unmasked" in str(c))
-    resumed = tmp_path / "resumed"
-    _run_and_kill(command(resumed), at=_started_training(resumed / gradient / "train"),
-                  what=f"the start of {gradient}")
-    stamp = (resumed / finished / "result.json").stat().st_mtime_ns
-    _run(command(resumed), subprocess_compile_cache)
-    assert (resumed / finished / "result.json").stat().st_mtime_ns == stamp
-    assert _results(resumed) == _results(reference)

@@ -13,6 +13,7 @@ import pytest
 
 from smat.cli import main
 from smat.jobs.shares import parse_share
+from tests.helpers import run_and_kill
 
 SMAT = str(Path(sys.executable).parent / "smat")
 TIMEOUT = 600  # seconds a process may take; both are killed past it
@@ -82,11 +83,11 @@ def test_a_share_outside_its_count_is_refused_by_name(text):
 
 
 def _roar(checkpoint, data, output):
-    return ["roar", "--explainers", "gradient", "--ratios", "0:100:50", "--seeds", "2",
-            "--encoder", str(checkpoint), "--source", str(data), "--text-column", "sentence",
-            "--label-column", "sentiment", "--max-len", "16", "--max-epochs", "1",
-            "--batch-size", "16", "--warmup-steps", "1", "--output-dir", str(output),
-            "--no-progress"]
+    return ["roar", "--recursive", "--explainers", "gradient", "--ratios", "0:100:50",
+            "--seeds", "2", "--encoder", str(checkpoint), "--source", str(data),
+            "--text-column", "sentence", "--label-column", "sentiment", "--max-len", "16",
+            "--max-epochs", "1", "--batch-size", "16", "--warmup-steps", "1", "--output-dir",
+            str(output), "--no-progress"]
 
 
 def _cells(output: Path) -> dict[str, dict]:
@@ -96,16 +97,42 @@ def _cells(output: Path) -> dict[str, dict]:
         for path in sorted((output / "cache").rglob("result.json"))}
 
 
-def test_two_shares_split_roar_by_seed_and_share_zero_writes_the_report(
+def test_roar_shares_split_the_seeds_a_killed_share_resumes_and_share_zero_reports(
         tiny_checkpoint, csv_data, tmp_path, subprocess_compile_cache):
-    """Each share trains the 4 cells (0%, 100%, random and gradient at 50%) of its seed,
-    share 0 reads the other's back; the report equals one process's."""
+    """Each share trains the 4 cells of its seed (0%, 100%, random and recursive gradient
+    at 50%). Share 1 is killed (SIGKILL, as when its host is lost) as its gradient cell
+    starts, while that cell's step compiles; rerun, it trains that cell alone. Share 0
+    waits meanwhile, then reads share 1's cells back and writes the report: every cell and
+    the report equal one process's."""
     shared = tmp_path / "shared"
-    outputs = _start_shares(_roar(tiny_checkpoint, csv_data, shared),
-                            {**os.environ, **subprocess_compile_cache})
-    assert "share 0/2: training the cells of seeds 0" in outputs[0]
-    assert "share 1/2: training the cells of seeds 1" in outputs[1]
-    assert "share 1/2: the cells of seeds 1 are finished (4 trained now)" in outputs[1]
+    command = [SMAT, *_roar(tiny_checkpoint, csv_data, shared), "--join-timeout",
+               str(TIMEOUT)]
+    cached = {**os.environ, **subprocess_compile_cache}
+    gradient_cells = "cache/*/*/*/gradient/recursive/seed1/*"  # data set / model / settings
+    with (tmp_path / "share0.log").open("w") as log:
+        zero = subprocess.Popen([*command, "--share", "0/2"], env=cached, stdout=log,
+                                stderr=subprocess.STDOUT)
+        try:
+            # without the cache, so that the kill lands while the cell's step compiles
+            run_and_kill([*command, "--share", "1/2"], timeout=TIMEOUT,
+                         at=lambda: any(shared.glob(f"{gradient_cells}/train")),
+                         what="the start of seed 1's gradient cell")
+            (gradient,) = shared.glob(gradient_cells)
+            assert not (gradient / "result.json").exists()
+            (unmasked,) = shared.glob("cache/*/*/*/unmasked/roar/seed1/*/result.json")
+            stamp = unmasked.stat().st_mtime_ns
+            rerun = subprocess.run([*command, "--share", "1/2"], env=cached, timeout=TIMEOUT,
+                                   capture_output=True, text=True)
+            assert rerun.returncode == 0, rerun.stderr[-3000:]
+            assert zero.wait(timeout=TIMEOUT) == 0
+        finally:
+            zero.kill()
+            zero.wait()
+    said = (tmp_path / "share0.log").read_text()
+    assert "share 0/2: training the cells of seeds 0" in said, said[-3000:]
+    assert ("share 1/2: the cells of seeds 1 are finished (1 trained now)"
+            in rerun.stdout + rerun.stderr)
+    assert unmasked.stat().st_mtime_ns == stamp  # a finished cell is not redone
     report = json.loads((shared / "roar.json").read_text())
     assert report["seeds"] == [0, 1] and report["cells_trained"] == 4  # its own seed's only
 

@@ -28,6 +28,8 @@ import jax
 import numpy as np
 import pytest
 
+from tests.conftest import USE_COMPILE_CACHE
+
 pytestmark = pytest.mark.multidevice
 
 TIMEOUT = 300  # seconds a process may take; both are killed past it
@@ -120,12 +122,35 @@ def _metric_steps(folder: Path) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def teacher_flags(tiny_teacher_args) -> list[str]:
+def cache(tmp_path_factory) -> list[str]:
+    """The module's processes share one persistent compilation cache (a rerun, a resume or
+    the other process count loads the programs instead of compiling them), where XLA loads
+    cached programs cleanly."""
+    if not USE_COMPILE_CACHE:
+        return ["--no-compile-cache"]
+    return ["--compile-cache", str(tmp_path_factory.mktemp("xla-cache"))]
+
+
+@pytest.fixture(scope="module")
+def teacher_flags(tiny_teacher_args, cache) -> list[str]:
     """`smat train-teacher` over 4 devices for one epoch of 11 steps, evaluated (and
     checkpointed) at steps 5, 10 and 11 (add --output-dir)."""
     args = [a for a in tiny_teacher_args if a != "--no-progress"]
-    return ["train-teacher", *args, "--no-progress", "--no-compile-cache",
+    return ["train-teacher", *args, "--no-progress", *cache,
             "--max-epochs", "1", "--evals-per-epoch", "2", "--devices", "4"]
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint, tmp_path_factory) -> Path:
+    """The tiny BERT under a fresh two-class head, saved as a trained-model folder: what the
+    inference tests explain (its outputs depend on every input; training adds nothing)."""
+    from smat.models import from_pretrained
+    from smat.store import model_store
+
+    classifier, tokenizer = from_pretrained(tiny_checkpoint, task="classification",
+                                            num_labels=2)
+    return model_store.save(tmp_path_factory.mktemp("untrained") / "model", classifier,
+                            tokenizer, max_len=16, label_names=["neg", "pos"])
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +216,7 @@ def test_data_shards_over_two_processes_train_the_one_process_teacher(teacher_fl
     assert _largest_difference(_params(tmp_path / "two"), _params(tmp_path / "one")) < TOLERANCE
 
 
-def test_explain_over_two_processes_equals_one_process(one_process_teacher, tmp_path):
+def test_explain_over_two_processes_equals_one_process(model, cache, tmp_path):
     """`smat explain` of 14 texts over the joined 4-device mesh: each process tokenizes
     its block of 7 texts, each batch of 8 takes 4 rows of each block (the second batch of a
     block holds 3) and is cut to the longest of them; the explanations written are the
@@ -201,10 +226,10 @@ def test_explain_over_two_processes_equals_one_process(one_process_teacher, tmp_
              "slow and boring story", "moving and wonderful story , truly great acting"]
     texts = [" , ".join(words[i % 8: i % 8 + 1 + i % 3]) for i in range(14)]
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
-    common = ["explain", "--model", str(one_process_teacher / "model"),
+    common = ["explain", "--model", str(model),
               str(tmp_path / "texts.txt"), "--explainers", "gradient",
               "integrated_gradients", "attention_rollout", "random", "--ig-steps", "4",
-              "--batch-size", "8", "--no-progress", "--no-compile-cache", "--devices", "4"]
+              "--batch-size", "8", "--no-progress", *cache, "--devices", "4"]
     logs = _joined([*common, "--output-dir", str(tmp_path / "two")], tmp_path)
     assert "explain: process 0 tokenizes texts 1-7 of 14" in logs[0], logs[0][-2000:]
     assert "explain: process 1 tokenizes texts 8-14 of 14" in logs[1], logs[1][-2000:]
@@ -221,16 +246,16 @@ def test_explain_over_two_processes_equals_one_process(one_process_teacher, tmp_
             assert np.allclose(a["scores"][name], b["scores"][name], atol=TOLERANCE), name
 
 
-def test_an_evaluation_over_two_processes_equals_one_process(one_process_teacher, tmp_path):
+def test_an_evaluation_over_two_processes_equals_one_process(model, cache, tmp_path):
     """`smat faithfulness` (explanations, then every perturbed input) over the joined mesh
     gives the one-process report; process 0 alone writes and prints it."""
     texts = ["a great film , truly moving", "boring and slow", "a dull mess of a story",
              "wonderful acting and a joy to watch", "awful , a waste of time", "great fun",
              "slow , dull and boring", "moving and wonderful , great acting", "a joy"]
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
-    common = ["faithfulness", "--model", str(one_process_teacher / "model"), "--texts",
+    common = ["faithfulness", "--model", str(model), "--texts",
               str(tmp_path / "texts.txt"), "--explainers", "gradient", "attention_all",
-              "--batch-size", "4", "--no-progress", "--no-compile-cache", "--devices", "4"]
+              "--batch-size", "4", "--no-progress", *cache, "--devices", "4"]
     logs = _joined([*common, "--output-dir", str(tmp_path / "two")], tmp_path)
     assert "| gradient |" in logs[0] and "| gradient |" not in logs[1]
     _run_processes([[SMAT, *common, "--output-dir", str(tmp_path / "one")]], devices=4,
@@ -270,16 +295,16 @@ def _launcher_environments(launcher: str) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize("launcher", ["slurm", "open_mpi"])
-def test_the_same_command_under_a_launcher_joins_by_itself(one_process_teacher, tmp_path,
+def test_the_same_command_under_a_launcher_joins_by_itself(model, cache, tmp_path,
                                                             launcher):
     """`--distributed` with the environment `srun` / `mpirun` gives two tasks: JAX finds
     the coordinator, the count and each process's id itself, and the two form the 4-device
     mesh (`--devices 4`, which neither has alone), each explaining its block of the texts."""
     texts = ["a great film", "boring and slow", "a joy to watch", "dull mess"]
     (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
-    command = [SMAT, "explain", "--model", str(one_process_teacher / "model"),
+    command = [SMAT, "explain", "--model", str(model),
                str(tmp_path / "texts.txt"), "--explainers", "attention_all", "--batch-size",
-               "4", "--no-progress", "--no-compile-cache", "--devices", "4", "--distributed",
+               "4", "--no-progress", *cache, "--devices", "4", "--distributed",
                "--output-dir", str(tmp_path / "run")]
     said = _run_processes([command] * 2, devices=2, tmp_path=tmp_path,
                           environments=_launcher_environments(launcher))

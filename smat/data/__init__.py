@@ -21,6 +21,7 @@ from smat.data.batching import length_sorted_batches as length_sorted_batches
 from smat.data.batching import num_batches as num_batches
 from smat.data.batching import owned_shards as owned_shards
 from smat.data.batching import padded_length as padded_length
+from smat.data.batching import rounded_length as rounded_length
 from smat.data.batching import shard_positions as shard_positions
 from smat.data.batching import split_size as split_size
 from smat.data.batching import take as take
@@ -97,6 +98,7 @@ __all__ = [
     "patch_tokens",
     "pixels_of_patch_tokens",
     "preprocess_images",
+    "rounded_length",
     "shard_positions",
     "shuffled_tokens",
     "smat_split",

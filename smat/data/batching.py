@@ -151,17 +151,23 @@ def iterate_batches(
             for b in range(start_batch, count))
 
 
-def padded_length(attention_mask: np.ndarray, multiple: int) -> int:
-    """The longest real row of `attention_mask` (N, T) rounded up to `multiple`, at most T.
+def rounded_length(longest: int, multiple: int, width: int) -> int:
+    """`longest` real tokens rounded up to `multiple`, at most `width` (the padded width).
 
     The columns beyond it are padding in every row, so cutting them changes no model output
     over real tokens; rounding keeps the number of distinct compiled shapes small.
     """
     if not isinstance(multiple, numbers.Integral) or multiple < 1:
         raise ValueError(f"multiple must be a positive int, got {multiple!r}")
+    return min(width, multiple * math.ceil(longest / multiple))
+
+
+def padded_length(attention_mask: np.ndarray, multiple: int) -> int:
+    """The longest real row of `attention_mask` (N, T) rounded up to `multiple`, at most T
+    (:func:`rounded_length`)."""
     mask = np.asarray(attention_mask)
     longest = int(np.max(np.sum(mask != 0, axis=1), initial=1))
-    return min(mask.shape[1], multiple * math.ceil(longest / multiple))
+    return rounded_length(longest, multiple, mask.shape[1])
 
 
 def length_sorted_batches(attention_mask: np.ndarray, *,

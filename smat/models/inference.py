@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import math
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, NamedTuple
 
@@ -23,7 +22,14 @@ import numpy as np
 from flax import nnx
 from tqdm.auto import tqdm
 
-from smat.data import Encoded, batches_by_length, length_sorted_batches, padded_length, take
+from smat.data import (
+    Encoded,
+    batches_by_length,
+    length_sorted_batches,
+    padded_length,
+    rounded_length,
+    take,
+)
 from smat.models import functional
 from smat.parallel import gather_blocks, process_blocks, resolve_mesh, shard_batch, to_host
 
@@ -203,7 +209,7 @@ def block_plan(lengths: np.ndarray, blocks: list[slice], *, batch_size: int,
         kept = np.concatenate([np.arange(part) < n for _, n in local])
         longest = int(lengths[rows[kept]].max())
         length = (width if length_multiple is None
-                  else min(width, length_multiple * math.ceil(longest / length_multiple)))
+                  else rounded_length(longest, length_multiple, width))
         batches.append(BlockBatch(rows, kept, [r for r, _ in local], length))
     return batches
 
