@@ -140,8 +140,25 @@ def established() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cells_by_teacher(size: int) -> str:
+    """SST-2 students at the reference's time scale of one size, trained one per call, per
+    teacher and seed (the teacher with the most students first), and the seed pairs each
+    setting wins per teacher."""
+    from smat.jobs.simulability_report import seed_pair_wins, seed_pairs_table
+
+    folders = sorted((ROOT / f"docs/results/smat_table1_sst2/n{size}").glob("teacher_*"),
+                     key=lambda folder: (-len(list(folder.glob("*.json"))), folder.name))
+    records = [record for folder in folders
+               for setting in ("none", "attention_all", "smat")
+               for path in sorted(folder.glob(f"{setting}_seed*.json"))
+               for record in json.loads(path.read_text())["records"]]
+    return seed_pairs_table(records) + "\n\n" + seed_pair_wins(records) + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "established": established,
+    "smat-n500-by-teacher": lambda: _cells_by_teacher(500),
+    "smat-n1000-by-teacher": lambda: _cells_by_teacher(1000),
     "demo-summary": demo_summary,
     "demo-timing": demo_timing,
     "demo-candidates": demo_candidates,

@@ -38,6 +38,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import docs_tables  # beside this file
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results" / "smat_table1_sst2"
 RUNS = ROOT / "runs" / "smat_evidence_sst2"
@@ -234,6 +236,21 @@ def commit(files: Sequence[Path], message: str) -> None:
                    check=True)
 
 
+def regenerated_pages() -> list[Path]:
+    """The pages whose result tables a new cell changed, rewritten (scripts/docs_tables.py);
+    a page with uncommitted edits is left alone and named, so that the queue never commits
+    someone's unfinished text."""
+    pages = []
+    for page in docs_tables.PAGES:
+        edited = subprocess.run(["git", "diff", "--quiet", "--", str(page)], cwd=ROOT).returncode
+        if edited:
+            print(f"{_now()} {page.relative_to(ROOT)} has uncommitted edits: its tables are "
+                  "not regenerated (run scripts/docs_tables.py --write)", flush=True)
+        elif docs_tables.rewrite(page):
+            pages.append(page)
+    return pages
+
+
 def run(cells: Sequence[Cell], *, data_dir: str, limit_kb: int) -> None:
     """Train every waiting cell in order (each teacher first, when its first cell comes)."""
     for cell in cells:
@@ -265,7 +282,7 @@ def run(cells: Sequence[Cell], *, data_dir: str, limit_kb: int) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.with_suffix(".json").write_text((output / "results.json").read_text())
         dest.with_suffix(".md").write_text((output / "table.md").read_text())
-        commit([dest.with_suffix(".json"), dest.with_suffix(".md")],
+        commit([dest.with_suffix(".json"), dest.with_suffix(".md"), *regenerated_pages()],
                f"SST-2 cell {dest.relative_to(RESULTS)}")
         print(f"{_now()} {dest.relative_to(ROOT)}: committed", flush=True)
         # start afresh, so that cells planned (or code changed) since are picked up

@@ -428,3 +428,26 @@ def test_test_row_intervals_cover_settings_that_record_their_rows():
     assert rows[0]["mean"] == pytest.approx(0.9) and rows[1]["mean"] == pytest.approx(0.5)
     assert 0 < rows[2]["low"] < 0.4 < rows[2]["high"]
     assert "| 8 | smat - none | 40.00 |" in cells_report(records)[2]
+
+
+def test_seed_pairs_tables_pair_students_within_one_teacher_only():
+    """One row per (teacher, seed) with each setting's score and steps, '–' where a student
+    is missing; the wins count only the seeds both settings have at that teacher."""
+    from smat.jobs.simulability_report import seed_pair_wins, seed_pairs_table
+
+    def record(teacher, explainer, seed, accuracy, steps):
+        return {"teacher_params": teacher, "explainer": explainer, "seed": seed,
+                "num_examples": 500, "test": {"accuracy": accuracy}, "steps": steps}
+
+    records = [record("bbbb", "none", 0, 0.85, 900), record("bbbb", "attention_all", 0, 0.86, 1200),
+               record("bbbb", "smat", 0, 0.89, 765), record("bbbb", "none", 1, 0.84, 800),
+               record("bbbb", "attention_all", 1, 0.87, 700),
+               record("aaaa", "attention_all", 0, 0.90, 10), record("aaaa", "smat", 0, 0.90, 12)]
+    table = seed_pairs_table(records).splitlines()
+    assert table[2] == "| bbbb | 0 | 85.00 (900) | 86.00 (1,200) | 89.00 (765) | +3.0 |"
+    assert table[3] == "| bbbb | 1 | 84.00 (800) | 87.00 (700) | – |  |"
+    assert table[4] == "| aaaa | 0 | – | 90.00 (10) | 90.00 (12) | 0.0 |"  # a tie, unsigned
+    wins = seed_pair_wins(records).splitlines()
+    assert wins[2] == "| bbbb | smat vs attention_all | 1 of 1 | +3.0 | 0.500 |"
+    assert wins[4] == "| bbbb | attention_all vs none | 2 of 2 | +2.0 | 0.250 |"
+    assert wins[5] == "| aaaa | smat vs attention_all | 0 of 1 | +0.0 | 1.000 |"

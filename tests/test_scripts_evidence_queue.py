@@ -7,8 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-_SPEC = importlib.util.spec_from_file_location(
-    "evidence_queue", Path(__file__).resolve().parents[1] / "scripts" / "evidence_queue.py")
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))  # as when the script runs: docs_tables beside it
+_SPEC = importlib.util.spec_from_file_location("evidence_queue",
+                                               SCRIPTS / "evidence_queue.py")
 queue = importlib.util.module_from_spec(_SPEC)
 sys.modules["evidence_queue"] = queue  # its dataclass looks its module up
 _SPEC.loader.exec_module(queue)
@@ -89,3 +91,30 @@ def test_a_second_queue_is_refused_while_one_runs(tmp_path, monkeypatch, capsys)
             queue.main(["run"])
     queue.main(["run"])  # once it has ended, the next one starts
     assert (tmp_path / "queue.lock").read_text() == str(os.getpid())
+
+
+def test_a_committed_cell_regenerates_the_tables_of_pages_nobody_is_editing(
+        tmp_path, monkeypatch, capsys):
+    """The queue rewrites the result tables a new cell changes and commits those pages, but
+    leaves a page with uncommitted edits alone (and says so)."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       cwd=tmp_path, check=True, capture_output=True)
+
+    marked = "<!-- table: cells -->\nold\n<!-- /table -->\n"
+    clean, edited = tmp_path / "clean.md", tmp_path / "edited.md"
+    for page in (clean, edited):
+        page.write_text(marked)
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "pages")
+    edited.write_text("a sentence being written\n" + marked)
+    monkeypatch.setattr(queue, "ROOT", tmp_path)
+    monkeypatch.setattr(queue.docs_tables, "PAGES", (clean, edited))
+    monkeypatch.setattr(queue.docs_tables, "TABLES", {"cells": lambda: "new\n"})
+    assert queue.regenerated_pages() == [clean]
+    assert clean.read_text() == marked.replace("old", "new")
+    assert "old" in edited.read_text()
+    assert "edited.md has uncommitted edits" in capsys.readouterr().out

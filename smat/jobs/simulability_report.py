@@ -159,6 +159,53 @@ def per_student_table(records: Sequence[Mapping[str, Any]], field: str = "steps"
                            for explainer in dict.fromkeys(name for name, _ in cells)])
 
 
+def seed_pairs_table(records: Sequence[Mapping[str, Any]], *,
+                     settings: Sequence[str] = ("none", "attention_all", "smat"),
+                     candidate: str = "smat", baseline: str = "attention_all",
+                     metric: str = "accuracy") -> str:
+    """Markdown table of one size's students, one row per (teacher weights, seed): each
+    setting's test `metric` (%) with the steps its student took (``–``: not trained), and
+    `candidate` minus `baseline` in points where both are. Teachers come in the order the
+    records first name them, seeds in order; a claim pairs students within one row only,
+    since a retrained teacher moves its students as much as the settings do."""
+    cells = {(r["teacher_params"], r["seed"], r["explainer"]): r for r in records}
+    rows = []
+    for teacher in dict.fromkeys(r["teacher_params"] for r in records):
+        for seed in sorted({r["seed"] for r in records if r["teacher_params"] == teacher}):
+            found = [cells.get((teacher, seed, name)) for name in settings]
+            shown = ["–" if r is None else f"{100 * r['test'][metric]:.2f} ({r['steps']:,})"
+                     for r in found]
+            pair = [cells.get((teacher, seed, name)) for name in (candidate, baseline)]
+            gap = ("" if None in pair else
+                   f"{100 * (pair[0]['test'][metric] - pair[1]['test'][metric]):+.1f}"
+                   .replace("+0.0", "0.0").replace("-0.0", "0.0"))
+            rows.append([teacher, seed, *shown, gap])
+    return markdown_table(["teacher weights", "seed", *settings,
+                           f"{candidate} - {baseline}"], rows)
+
+
+def seed_pair_wins(records: Sequence[Mapping[str, Any]], *,
+                   comparisons: Sequence[tuple[str, str]] = COMPARISONS,
+                   metric: str = "accuracy") -> str:
+    """Markdown table beside :func:`seed_pairs_table`: per teacher weights and compared pair
+    of settings, the seed pairs the candidate wins, the median difference and the one-sided
+    Wilcoxon p over the seeds both settings have (one size's records)."""
+    rows = []
+    for teacher in dict.fromkeys(r["teacher_params"] for r in records):
+        own = [r for r in records if r["teacher_params"] == teacher]
+        for candidate, baseline in comparisons:
+            seeds = ({r["seed"] for r in own if r["explainer"] == candidate}
+                     & {r["seed"] for r in own if r["explainer"] == baseline})
+            paired = [r for r in own if r["seed"] in seeds]
+            rows += [[teacher, f"{candidate} vs {baseline}",
+                      f"{row['wins']} of {row['num_models']}",
+                      f"{100 * row['median_difference']:+.1f}", f"{row['p_value']:.3f}"]
+                     for row in paired_seed_comparison(paired, candidate=candidate,
+                                                       baseline=baseline, metric=metric)]
+    return markdown_table(["teacher weights", "candidate vs baseline", "seed pairs won",
+                           "median difference (points)", "p (one-sided)"], rows)
+
+
 def paper_table(cells: Mapping[str, Sequence[str]], sizes: Sequence[int]) -> str:
     """A paper's simulability table in the layout of :func:`simulability_table`: one row of
     cells per explainer, one column per size."""
