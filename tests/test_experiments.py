@@ -568,6 +568,10 @@ def test_thesis_smoke_variant_writes_every_table(tiny_checkpoint, tmp_path):
 
 def test_digits_variants():
     assert smat_digits.get_config("cpu", output_dir="d").experiment.sizes == (60, 120, 240)
+    reference = smat_digits.get_config("reference", output_dir="d").experiment
+    assert reference.sizes == (60, 120, 240) and reference.seeds == (0, 1, 2, 3, 4)
+    assert reference.student.inner_learning_rate == 5e-3
+    assert (reference.student.loop.patience, reference.student.loop.max_epochs) == (10, 3000)
     with pytest.raises(ValueError, match="unknown variant"):
         smat_digits.get_config("paper", output_dir="d")
 
