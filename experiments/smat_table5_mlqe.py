@@ -39,6 +39,9 @@ Variants (``get_config``):
 - ``cpu`` (2 CPU cores): en-de only, max length 96, sizes 350 / 700 (5% / 10% of its 7,000
   training pairs), 3 seeds trained as one vmapped program, settings none /
   attention_all / smat, at most 4 student epochs with SGD 0.05 as in Table 1's cpu variant.
+- ``reference``: the cpu layout (en-de, sizes 350 / 700, none / attention_all / smat) at
+  the reference's time scale: 5 seeds, SGD 5e-3, patience 10, an epoch cap that does not
+  bind (days on 2 cores: every student takes hundreds of steps).
 - ``smoke``: the cpu layout shrunk to one size, two seeds and one epoch, for the tests.
 
 Commands (resumable: a killed run restarts at the first unfinished student):
@@ -80,13 +83,13 @@ from smat.training.teacher import TeacherTrainConfig
 
 SETTINGS = ("none", "gradient", "input_x_gradient", "integrated_gradients", "attention_all",
             "attention_last", "smat")
-VARIANTS = ("paper", "cpu", "smoke")
+VARIANTS = ("paper", "cpu", "reference", "smoke")
 # The data set each variant reads when --data-dir is not given (smat.data.hub_sets): the Hub
 # holds en-de only, not the paper variant's three pairs.
-HUB_DATA = {"cpu": "mlqe_pe", "smoke": "mlqe_pe"}
+HUB_DATA = {"cpu": "mlqe_pe", "reference": "mlqe_pe", "smoke": "mlqe_pe"}
 DATA_DIR_HELP = ("the MLQE-PE folder (holding direct-assessments/ and post-editing/, e.g. "
-                 "data/mlqe_pe); without it, the cpu and smoke variants read en-de from the "
-                 "Hugging Face Hub, converted once into the data cache")
+                 "data/mlqe_pe); without it, the cpu, reference and smoke variants read en-de "
+                 "from the Hugging Face Hub, converted once into the data cache")
 
 # Table 5 of the paper (MLQE-PE, six pairs, XLM-R-base), median [q25:q75] Pearson at
 # 2,100 / 4,200 / 8,400 students' training pairs.
@@ -110,6 +113,10 @@ PAPER_STUDENT = StudentTrainConfig(
 CPU_STUDENT = StudentTrainConfig(
     inner_learning_rate=0.05, ig_steps=10, student_pool="teacher_train",
     loop=LoopConfig(batch_size=16, max_epochs=4, patience=2, parallel_seeds=True))
+# The cpu layout's students at the reference's time scale: SGD 5e-3, patience 10, an epoch
+# cap that does not bind, 5 seeds.
+REFERENCE_STUDENT = dataclasses.replace(PAPER_STUDENT, loop=dataclasses.replace(
+    PAPER_STUDENT.loop, max_epochs=1000, patience=10))
 CPU_TEACHER = TeacherTrainConfig(learning_rate=1e-4, warmup_steps=50,
                                  schedule="linear_decay",
                                  loop=LoopConfig(batch_size=32, max_epochs=3, patience=2,
@@ -189,6 +196,9 @@ def get_config(variant: str, *, output_dir: str | Path) -> MlqeVariant:
         paper=PAPER_TABLE5))
     if variant == "cpu":
         return cpu
+    if variant == "reference":
+        return dataclasses.replace(cpu, experiment=dataclasses.replace(
+            cpu.experiment, student=REFERENCE_STUDENT, seeds=(0, 1, 2, 3, 4)))
     if variant == "smoke":
         return dataclasses.replace(cpu, experiment=dataclasses.replace(
             cpu.experiment, data=data_config(*files, max_len=32, validation=16, test=24),

@@ -49,6 +49,11 @@ def test_variants_follow_the_paper_design():
     for variant in smat_table5_mlqe.VARIANTS:
         config = smat_table5_mlqe.get_config(variant, output_dir="out").experiment
         assert config.student.student_pool == "teacher_train" and config.metric == "pearson"
+    reference = smat_table5_mlqe.get_config("reference", output_dir="out").experiment
+    cpu = smat_table5_mlqe.get_config("cpu", output_dir="out").experiment
+    assert (reference.sizes, reference.data) == (cpu.sizes, cpu.data)  # the cpu layout
+    assert reference.seeds == (0, 1, 2, 3, 4) and reference.student.inner_learning_rate == 5e-3
+    assert (reference.student.loop.patience, reference.student.loop.max_epochs) == (10, 1000)
     with pytest.raises(ValueError, match="unknown variant"):
         smat_table5_mlqe.get_config("gpu", output_dir="out")
     with pytest.raises(SystemExit):  # the teacher is the experiment's own
