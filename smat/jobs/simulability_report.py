@@ -176,10 +176,10 @@ def seed_pairs_table(records: Sequence[Mapping[str, Any]], *,
             shown = ["–" if r is None else f"{100 * r['test'][metric]:.2f} ({r['steps']:,})"
                      for r in found]
             pair = [cells.get((teacher, seed, name)) for name in (candidate, baseline)]
-            gap = ("" if None in pair else
-                   f"{100 * (pair[0]['test'][metric] - pair[1]['test'][metric]):+.1f}"
-                   .replace("+0.0", "0.0").replace("-0.0", "0.0"))
-            rows.append([teacher, seed, *shown, gap])
+            gap = (None if None in pair else
+                   round(100 * (pair[0]["test"][metric] - pair[1]["test"][metric]), 1))
+            rows.append([teacher, seed, *shown,
+                         "" if gap is None else "0.0" if gap == 0 else f"{gap:+.1f}"])
     return markdown_table(["teacher weights", "seed", *settings,
                            f"{candidate} - {baseline}"], rows)
 
