@@ -451,3 +451,14 @@ def test_seed_pairs_tables_pair_students_within_one_teacher_only():
     assert wins[2] == "| bbbb | smat vs attention_all | 1 of 1 | +3.0 | 0.500 |"
     assert wins[4] == "| bbbb | attention_all vs none | 2 of 2 | +2.0 | 0.250 |"
     assert wins[5] == "| aaaa | smat vs attention_all | 0 of 1 | +0.0 | 1.000 |"
+
+
+def test_coefficient_movement_measures_the_smat_students_head_weights_per_size():
+    from smat.jobs.simulability_report import coefficient_movement
+
+    uniform, sparse = [0.25] * 4, [0.5, 0.5, 0.0, 0.0]
+    records = [{"explainer": "smat", "num_examples": 8, "head_weights": weights}
+               for weights in (uniform, sparse, sparse)]
+    records.append({"explainer": "none", "num_examples": 8})  # no coefficients: left out
+    lines = coefficient_movement(records).splitlines()
+    assert lines[2] == "| n=8 | 3 | 1.000 [0.000:1.000] | 2 [2:4] of 4 | 0.500 [0.250:0.500] |"

@@ -206,6 +206,29 @@ def seed_pair_wins(records: Sequence[Mapping[str, Any]], *,
                            "median difference (points)", "p (one-sided)"], rows)
 
 
+def coefficient_movement(records: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown table of how far the SMaT students' head coefficients moved, per size:
+    the L1 distance from the uniform start, the heads left non-zero and the largest
+    coefficient, each ``median [min:max]`` over the students (from their records'
+    ``head_weights``)."""
+    sizes = sorted({r["num_examples"] for r in records if r["explainer"] == "smat"})
+
+    def spread(values: list[float], form: str) -> str:
+        return (f"{format(float(np.median(values)), form)} [{format(min(values), form)}:"
+                f"{format(max(values), form)}]")
+
+    rows = []
+    for size in sizes:
+        weights = [np.asarray(r["head_weights"], float).ravel() for r in records
+                   if r["explainer"] == "smat" and r["num_examples"] == size]
+        rows.append([f"n={size}", len(weights),
+                     spread([float(np.abs(w - 1 / w.size).sum()) for w in weights], ".3f"),
+                     spread([int((w > 0).sum()) for w in weights], "g") + f" of {weights[0].size}",
+                     spread([float(w.max()) for w in weights], ".3f")])
+    return markdown_table(["size", "students", "L1 from uniform", "non-zero heads",
+                           "largest coefficient"], rows)
+
+
 def paper_table(cells: Mapping[str, Sequence[str]], sizes: Sequence[int]) -> str:
     """A paper's simulability table in the layout of :func:`simulability_table`: one row of
     cells per explainer, one column per size."""
