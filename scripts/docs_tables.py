@@ -120,6 +120,7 @@ def established() -> str:
             for r in _json(f"{sst2}/n500_{name}.json")["records"]]
     n1000 = _json(f"{sst2}/n1000_teacher_742acae66bdb9b61/results.json")["records"]
     control = _json(f"{sst2}/control_n500_comparison.json")["records"]
+    digits = _json("docs/results/smat_digits_reference/results.json")["records"]
     link = "[SMaT](docs/reproduce/smat.md)"
     rows = [
         ("SMaT teaches better than static attention (SST-2, 500 sentences)",
@@ -134,6 +135,10 @@ def established() -> str:
          link),
         ("Gradient explanations teach about as much as none (1,000, 3 seeds)",
          _pair([r for r in n1000 if r["seed"] in (0, 1, 2)], "gradient", "none"), link),
+        ("On images (240 digits, a small ViT) static attention teaches better than SMaT "
+         "(test-digit bootstrap interval excludes 0)",
+         _pair([r for r in digits if r["num_examples"] == 240], "attention_all", "smat"),
+         link),
     ]
     lines = ["| claim | test simulability %, paired over seeds | details |", "|---|---|---|"]
     lines += [f"| {claim} | {number} | {where} |" for claim, number, where in rows]
@@ -155,10 +160,36 @@ def _cells_by_teacher(size: int) -> str:
     return seed_pairs_table(records) + "\n\n" + seed_pair_wins(records) + "\n"
 
 
+def digits_reference() -> str:
+    """The digits at the reference's time scale: simulability, the steps each student took,
+    the paired comparisons over seeds and how far SMaT's coefficients moved."""
+    from smat.evaluation.simulability import simulability_table
+    from smat.jobs.simulability_report import (
+        coefficient_movement,
+        comparisons_table,
+        intervals_table,
+        paired_comparisons,
+        per_student_table,
+        test_row_intervals,
+    )
+
+    records = _json("docs/results/smat_digits_reference/results.json")["records"]
+    return "\n\n".join([
+        simulability_table(records),
+        "Steps per student (median [min:max]; a SMaT student's are all meta steps):\n\n"
+        + per_student_table(records),
+        comparisons_table(paired_comparisons(records)),
+        "Bootstrap over the 400 test digits (500 resamples of half of them; a setting's "
+        "score is its students' mean):\n\n" + intervals_table(test_row_intervals(records)),
+        "SMaT's head coefficients (16 heads, each 1/16 = 0.0625 at the start):\n\n"
+        + coefficient_movement(records)]) + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "established": established,
     "smat-n500-by-teacher": lambda: _cells_by_teacher(500),
     "smat-n1000-by-teacher": lambda: _cells_by_teacher(1000),
+    "digits-reference": digits_reference,
     "demo-summary": demo_summary,
     "demo-timing": demo_timing,
     "demo-candidates": demo_candidates,
