@@ -462,3 +462,48 @@ def test_coefficient_movement_measures_the_smat_students_head_weights_per_size()
     records.append({"explainer": "none", "num_examples": 8})  # no coefficients: left out
     lines = coefficient_movement(records).splitlines()
     assert lines[2] == "| n=8 | 3 | 1.000 [0.000:1.000] | 2 [2:4] of 4 | 0.500 [0.250:0.500] |"
+
+
+def test_ablation_table_shows_what_part_of_smats_gain_each_arm_keeps():
+    """Per setting: test scores over seeds, the seed pairs SMaT wins, and the share of its
+    gain over static attention kept; the best layer is chosen per seed on validation."""
+    from smat.jobs.simulability_report import ablation_table, best_layer_records
+
+    def record(explainer, seed, test, validation=0.5):
+        return {"explainer": explainer, "seed": seed, "num_examples": 500,
+                "test": {"accuracy": test}, "validation": {"accuracy": validation}}
+
+    records = [record("smat", 0, 0.90), record("smat", 1, 0.88),
+               record("attention_all", 0, 0.86), record("attention_all", 1, 0.86),
+               record("smat_frozen", 0, 0.89), record("smat_frozen", 1, 0.86),
+               # layer 1 is better on validation for seed 0, layer 0 for seed 1; the test
+               # scores would choose otherwise, and must not
+               record("layer0", 0, 0.95, validation=0.6), record("layer1", 0, 0.80, 0.7),
+               record("layer0", 1, 0.84, validation=0.8), record("layer1", 1, 0.99, 0.7)]
+    chosen = best_layer_records(records)
+    assert [(r["seed"], r["chosen_layer"], r["test"]["accuracy"]) for r in chosen] == [
+        (0, 1, 0.80), (1, 0, 0.84)]
+    lines = ablation_table(records).splitlines()
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in lines[2:]}
+    assert rows["smat"] == "| smat | 2 | 89.00 [88.00:90.00] |  |  |"
+    # seed 0 keeps (89 - 86) / (90 - 86) = 0.75 of SMaT's gain, seed 1 0 / 2 = 0
+    assert rows["smat_frozen"] == "| smat_frozen | 2 | 87.50 [86.00:89.00] | 2 of 2 | 0.38 |"
+    # (80 - 86) / 4 = -1.5 and (84 - 86) / 2 = -1: below static attention
+    assert rows["best_layer"] == "| best_layer | 2 | 82.00 [80.00:84.00] | 2 of 2 | -1.25 |"
+    assert rows["attention_all"].endswith("| 2 of 2 | 0.00 |")
+
+
+def test_joined_cells_report_the_ablation_table_when_arms_are_present():
+    from smat.jobs.simulability_report import cells_report
+
+    def record(explainer, seed, test):
+        return {"explainer": explainer, "seed": seed, "num_examples": 500, "steps": 3,
+                "train_seconds": 1.0, "test": {"accuracy": test},
+                "validation": {"accuracy": test}}
+
+    plain = [record(name, seed, 0.8 + 0.01 * seed + (0.05 if name == "smat" else 0))
+             for name in ("none", "attention_all", "smat") for seed in (0, 1)]
+    assert "What part of SMaT's gain" not in cells_report(plain)[2]
+    text = cells_report([*plain, record("layer3", 0, 0.84), record("layer3", 1, 0.85)])[2]
+    assert "What part of SMaT's gain each setting keeps, n=500" in text
+    assert "| best_layer | 2 |" in text and "| layer3 | 2 |" in text

@@ -18,6 +18,7 @@ import numpy as np
 
 from smat.evaluation.simulability import paired_seed_comparison, simulability_table
 from smat.evaluation.statistics import bootstrap_over_rows
+from smat.jobs.ablations import is_arm
 from smat.jobs.grid import cell_dir
 from smat.markdown import markdown_table
 from smat.store.render import plot_head_weights
@@ -229,6 +230,55 @@ def coefficient_movement(records: Sequence[Mapping[str, Any]]) -> str:
                            "largest coefficient"], rows)
 
 
+def best_layer_records(records: Sequence[Mapping[str, Any]], *,
+                       metric: str = "accuracy") -> list[dict[str, Any]]:
+    """Per seed and size, the ``layer<k>`` student with the best validation `metric`,
+    renamed ``best_layer`` (``chosen_layer`` says which): static attention of the layer a
+    user would pick on validation, without looking at the test rows."""
+    best: dict[tuple[int, int], Mapping[str, Any]] = {}
+    for record in records:
+        if not (record["explainer"].startswith("layer")
+                and record["explainer"].removeprefix("layer").isdigit()):
+            continue
+        key = (record["num_examples"], record["seed"])
+        if key not in best or (record["validation"][metric]
+                               > best[key]["validation"][metric]):
+            best[key] = record
+    return [{**record, "explainer": "best_layer",
+             "chosen_layer": int(record["explainer"].removeprefix("layer"))}
+            for _, record in sorted(best.items())]
+
+
+def ablation_table(records: Sequence[Mapping[str, Any]], *, metric: str = "accuracy",
+                   reference: str = "smat", static: str = "attention_all") -> str:
+    """Markdown table of one size's ablation arms against SMaT, one row per setting with
+    students: their test `metric` (%, median [min:max]), the seed pairs SMaT (`reference`)
+    wins against it, and the share of SMaT's gain over static attention (`static`) that
+    the setting keeps, ``(setting - static) / (smat - static)``, median over the seeds
+    where SMaT's gain is not zero. ``best_layer`` (:func:`best_layer_records`) is added
+    when layer arms are present."""
+    records = [*records, *best_layer_records(records, metric=metric)]
+    scores: dict[str, dict[int, float]] = {}
+    for record in records:
+        scores.setdefault(record["explainer"], {})[record["seed"]] = (
+            100 * record["test"][metric])
+    ours, theirs = scores.get(reference, {}), scores.get(static, {})
+    rows = []
+    for name, by_seed in scores.items():
+        values = list(by_seed.values())
+        paired = [seed for seed in by_seed if seed in ours]
+        kept = [(by_seed[s] - theirs[s]) / (ours[s] - theirs[s]) for s in paired
+                if s in theirs and ours[s] != theirs[s]]
+        rows.append([name, len(values),
+                     f"{np.median(values):.2f} [{min(values):.2f}:{max(values):.2f}]",
+                     "" if name == reference or not paired else
+                     f"{sum(ours[s] > by_seed[s] for s in paired)} of {len(paired)}",
+                     f"{np.median(kept):.2f}" if kept and name != reference else ""])
+    return markdown_table(["setting", "students", f"test {metric} (%)",
+                           f"seed pairs {reference} wins", f"share of {reference}'s gain "
+                           f"over {static} kept"], rows)
+
+
 def paper_table(cells: Mapping[str, Sequence[str]], sizes: Sequence[int]) -> str:
     """A paper's simulability table in the layout of :func:`simulability_table`: one row of
     cells per explainer, one column per size."""
@@ -342,4 +392,10 @@ def cells_report(records: Sequence[Mapping[str, Any]],
         text += ("\nOver the test sentences (500 resamples of half of them, the same for "
                  "every setting; a setting's score is its students' mean simulability):\n\n"
                  f"{intervals_table(intervals)}\n")
+    settings = {r["explainer"] for r in records}
+    if "smat" in settings and any(is_arm(name) for name in settings):
+        for size in sorted({r["num_examples"] for r in records}):
+            text += (f"\nWhat part of SMaT's gain each setting keeps, n={size}:\n\n"
+                     + ablation_table([r for r in records if r["num_examples"] == size])
+                     + "\n")
     return table, paired, text
